@@ -1,0 +1,64 @@
+#include "budget/setup.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/glob.h"
+
+MB_API int mb_setup_create(mb_setup **out) {
+  if (!out) return MB_E_INVALID_ARG;
+  *out = calloc(1, sizeof **out);
+  return *out ? MB_OK : MB_E_NOMEM;
+}
+
+static void free_list(char **list, size_t n) {
+  for (size_t i = 0; i < n; i++) free(list[i]);
+  free(list);
+}
+
+MB_API void mb_setup_free(mb_setup *s) {
+  if (!s) return;
+  free_list(s->freeze, s->n_freeze);
+  free_list(s->trainable, s->n_trainable);
+  free(s);
+}
+
+MB_API const char *mb_setup_errmsg(const mb_setup *s) { return s ? s->errmsg : ""; }
+
+static int add_pattern(mb_setup *s, char ***list, size_t *n, const char *glob) {
+  if (!s) return MB_E_INVALID_ARG;
+  if (!glob || !mb_glob_valid(glob)) {
+    snprintf(s->errmsg, sizeof s->errmsg, "invalid glob pattern '%s'", glob ? glob : "(null)");
+    return MB_E_INVALID_ARG;
+  }
+  char **grown = realloc(*list, (*n + 1) * sizeof *grown);
+  if (!grown) return MB_E_NOMEM;
+  *list = grown;
+  grown[*n] = malloc(strlen(glob) + 1);
+  if (!grown[*n]) return MB_E_NOMEM;
+  strcpy(grown[*n], glob);
+  (*n)++;
+  s->errmsg[0] = '\0';
+  return MB_OK;
+}
+
+MB_API int mb_setup_add_freeze(mb_setup *s, const char *glob) {
+  return add_pattern(s, s ? &s->freeze : NULL, s ? &s->n_freeze : NULL, glob);
+}
+
+MB_API int mb_setup_add_trainable(mb_setup *s, const char *glob) {
+  return add_pattern(s, s ? &s->trainable : NULL, s ? &s->n_trainable : NULL, glob);
+}
+
+static bool any_match(char *const *list, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (mb_glob_match(list[i], name)) return true;
+  return false;
+}
+
+bool mb_setup_trains(const mb_setup *s, const char *name) {
+  if (!s) return true;
+  if (any_match(s->trainable, s->n_trainable, name)) return true; /* trainable wins */
+  return !any_match(s->freeze, s->n_freeze, name);
+}

@@ -1,0 +1,16 @@
+/* Shared pieces of the membudget command-line tool. */
+#ifndef MB_CLI_CLI_H
+#define MB_CLI_CLI_H
+#include <stdio.h>
+
+enum { MB_EXIT_OK = 0, MB_EXIT_INPUT = 1, MB_EXIT_USAGE = 2, MB_EXIT_NO_FIT = 3 };
+
+/* Subcommands: argv[0] is the subcommand name. Return an exit code. */
+int mb_cmd_info(int argc, char **argv);
+
+/* Print "membudget: <msg>" to stderr, a hint to run --help, and return MB_EXIT_USAGE. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+int mb_cli_usage_error(const char *fmt, ...);
+#endif

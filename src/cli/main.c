@@ -1,0 +1,59 @@
+/* membudget: the command-line front end. Data goes to stdout, diagnostics to stderr.
+ * Exit codes: 0 ok, 1 error in the input, 2 usage error, 3 does not fit. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "membudget/membudget.h"
+
+static const char USAGE[] =
+  "usage: membudget <command> [options]\n"
+  "\n"
+  "Predict the GPU memory of one training step from an ONNX graph.\n"
+  "\n"
+  "commands:\n"
+  "  info MODEL.onnx [--json] [--freeze GLOB]... [--trainable GLOB]...\n"
+  "      opset, inputs and outputs, parameters/embeddings/buffers/constants by dtype,\n"
+  "      embedding tables, the largest initializers and the op types used.\n"
+  "\n"
+  "options:\n"
+  "  --json            machine-readable output (raw byte integers, schema_version)\n"
+  "  --freeze GLOB     parameters whose names match do not train (repeatable)\n"
+  "  --trainable GLOB  parameters whose names match train; wins over --freeze\n"
+  "  --version         print the version and exit\n"
+  "  --help, -h        print this help and exit\n"
+  "\n"
+  "exit codes: 0 ok, 1 error in the input, 2 usage error, 3 does not fit\n";
+
+int mb_cli_usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("membudget: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputs("\nrun 'membudget --help' for usage\n", stderr);
+  va_end(ap);
+  return MB_EXIT_USAGE;
+}
+
+int main(int argc, char **argv) {
+  /* Refuse to run against a library of another major version (zstd's checkLibVersion). */
+  if (mb_version_number() / 10000 != MB_VERSION_MAJOR) {
+    fprintf(stderr, "membudget: library version %s does not match this program (%s)\n",
+            mb_version_string(), MB_VERSION_STRING);
+    return MB_EXIT_INPUT;
+  }
+  if (argc < 2) return mb_cli_usage_error("no command given");
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    fputs(USAGE, stdout);
+    return MB_EXIT_OK;
+  }
+  if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+    printf("membudget %s (library %s, cuda %s)\n", MB_VERSION_STRING, mb_version_string(),
+           (mb_features() & MB_FEATURE_CUDA) ? "yes" : "no");
+    return MB_EXIT_OK;
+  }
+  if (!strcmp(cmd, "info")) return mb_cmd_info(argc - 1, argv + 1);
+  return mb_cli_usage_error("unknown command '%s'", cmd);
+}

@@ -1,0 +1,244 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/check.h"
+
+/* Defined here (not OUTER) in g itself. */
+static int32_t find_local(const mb_graph *g, const char *name) {
+  for (int32_t v = 0; v < g->n_values; v++)
+    if (g->values[v].kind != MB_VALUE_OUTER && !strcmp(g->values[v].name, name)) return v;
+  return -1;
+}
+
+int32_t mb_graph_find_value(const mb_graph *g, const char *name) {
+  for (; g; g = g->parent) {
+    int32_t v = find_local(g, name);
+    if (v >= 0) return v;
+  }
+  return -1;
+}
+
+int64_t mb_model_opset_of(const struct mb_model *m, const char *domain) {
+  if (!domain || !strcmp(domain, "ai.onnx")) domain = "";
+  for (int32_t i = 0; i < m->n_opsets; i++)
+    if (!strcmp(m->opsets[i].domain, domain)) return m->opsets[i].version;
+  return -1;
+}
+
+/* ------------------------------------------------------------------ captures */
+
+typedef struct capture_fn {
+  /* called for each name that a subgraph of node n reads from the graph holding n */
+  int (*fn)(void *ctx, const mb_graph *g, int32_t node, int32_t value);
+  void *ctx;
+} capture_fn;
+
+/* Walk subgraph sg (nested somewhere below `home`, the graph holding node `node`) and report
+ * the captured names that resolve to values of `home`. */
+static int walk_captures(const mb_graph *home, int32_t node, const mb_graph *sg, capture_fn *cb,
+                         mb_diag *d) {
+  for (int32_t v = 0; v < sg->n_values; v++) {
+    if (sg->values[v].kind != MB_VALUE_OUTER) continue;
+    const char *name = sg->values[v].name;
+    const mb_graph *g = sg->parent;
+    int32_t found = -1;
+    while (g && (found = find_local(g, name)) < 0) g = g->parent;
+    if (found < 0)
+      return mb_fail(d, MB_E_INVALID_MODEL,
+                     "subgraph '%s' consumes '%s', which is not defined in it or in any "
+                     "enclosing graph", sg->name, name);
+    if (g == home) {
+      int rc = cb->fn(cb->ctx, home, node, found);
+      if (rc) return rc;
+    }
+  }
+  for (int32_t k = 0; k < sg->n_nodes; k++) {
+    const mb_node *n = &sg->nodes[k];
+    for (int32_t a = 0; a < n->n_attrs; a++) {
+      const mb_attr *at = &n->attrs[a];
+      if (at->g) {
+        int rc = walk_captures(home, node, at->g, cb, d);
+        if (rc) return rc;
+      }
+      for (uint64_t j = 0; j < at->n_graphs; j++) {
+        if (!at->graphs[j]) continue;
+        int rc = walk_captures(home, node, at->graphs[j], cb, d);
+        if (rc) return rc;
+      }
+    }
+  }
+  return MB_OK;
+}
+
+static int for_each_capture(const mb_graph *g, int32_t node, capture_fn *cb, mb_diag *d) {
+  const mb_node *n = &g->nodes[node];
+  for (int32_t a = 0; a < n->n_attrs; a++) {
+    const mb_attr *at = &n->attrs[a];
+    if (at->g) {
+      int rc = walk_captures(g, node, at->g, cb, d);
+      if (rc) return rc;
+    }
+    for (uint64_t j = 0; j < at->n_graphs; j++) {
+      if (!at->graphs[j]) continue;
+      int rc = walk_captures(g, node, at->graphs[j], cb, d);
+      if (rc) return rc;
+    }
+  }
+  return MB_OK;
+}
+
+/* ------------------------------------------------------------------ topological order */
+
+typedef struct edge_list {
+  int32_t *from, *to; /* dependency: node `from` must run before node `to` */
+  size_t n, cap;
+} edge_list;
+
+static int add_edge(edge_list *e, int32_t from, int32_t to) {
+  if (e->n == e->cap) {
+    size_t cap = e->cap ? e->cap * 2 : 64;
+    int32_t *f = realloc(e->from, cap * sizeof *f);
+    if (!f) return MB_E_NOMEM;
+    e->from = f;
+    int32_t *t = realloc(e->to, cap * sizeof *t);
+    if (!t) return MB_E_NOMEM;
+    e->to = t;
+    e->cap = cap;
+  }
+  e->from[e->n] = from;
+  e->to[e->n] = to;
+  e->n++;
+  return MB_OK;
+}
+
+static int capture_edge(void *ctx, const mb_graph *g, int32_t node, int32_t value) {
+  mb_value *v = &((mb_graph *)g)->values[value];
+  v->num_uses++; /* a subgraph reading a value keeps it alive like a direct input */
+  if (v->kind == MB_VALUE_NODE_OUTPUT && v->producer != node)
+    return add_edge(ctx, v->producer, node);
+  return MB_OK;
+}
+
+static int sort_graph(mb_graph *g, mb_diag *d) {
+  edge_list e = {0};
+  int rc = MB_OK;
+  capture_fn cb = {capture_edge, &e};
+  for (int32_t k = 0; k < g->n_nodes && rc == MB_OK; k++) {
+    const mb_node *n = &g->nodes[k];
+    for (int32_t i = 0; i < n->n_inputs && rc == MB_OK; i++) {
+      int32_t v = n->inputs[i];
+      if (v >= 0 && g->values[v].kind == MB_VALUE_NODE_OUTPUT)
+        rc = add_edge(&e, g->values[v].producer, k);
+    }
+    if (rc == MB_OK) rc = for_each_capture(g, k, &cb, d);
+  }
+  if (rc == MB_E_NOMEM) rc = mb_fail(d, MB_E_NOMEM, "out of memory");
+  bool sorted = true;
+  for (size_t i = 0; i < e.n && rc == MB_OK; i++) {
+    if (e.from[i] == e.to[i]) {
+      const mb_node *n = &g->nodes[e.to[i]];
+      rc = mb_fail(d, MB_E_INVALID_MODEL, "node '%s' (%s) consumes its own output", n->name,
+                   n->op_type);
+    }
+    if (e.from[i] > e.to[i]) sorted = false;
+  }
+  if (rc != MB_OK || sorted) goto done;
+
+  /* Kahn's algorithm over the edge list. */
+  int32_t n = g->n_nodes;
+  int32_t *indeg = calloc((size_t)n, sizeof *indeg);
+  int32_t *order = malloc((size_t)n * sizeof *order);
+  int32_t *start = calloc((size_t)n + 1, sizeof *start);
+  int32_t *adj = malloc((e.n ? e.n : 1) * sizeof *adj);
+  mb_node *nodes = malloc((size_t)n * sizeof *nodes);
+  int32_t *where = malloc((size_t)n * sizeof *where);
+  if (!indeg || !order || !start || !adj || !nodes || !where) {
+    rc = mb_fail(d, MB_E_NOMEM, "out of memory");
+  } else {
+    for (size_t i = 0; i < e.n; i++) {
+      indeg[e.to[i]]++;
+      start[e.from[i] + 1]++;
+    }
+    for (int32_t k = 0; k < n; k++) start[k + 1] += start[k];
+    int32_t *fill = where; /* reuse as a cursor array */
+    for (int32_t k = 0; k < n; k++) fill[k] = start[k];
+    for (size_t i = 0; i < e.n; i++) adj[fill[e.from[i]]++] = e.to[i];
+    int32_t head = 0, tail = 0;
+    for (int32_t k = 0; k < n; k++) if (!indeg[k]) order[tail++] = k;
+    while (head < tail) {
+      int32_t k = order[head++];
+      for (int32_t j = start[k]; j < start[k + 1]; j++)
+        if (--indeg[adj[j]] == 0) order[tail++] = adj[j];
+    }
+    if (tail < n) {
+      for (int32_t k = 0; k < n; k++) {
+        if (indeg[k]) {
+          rc = mb_fail(d, MB_E_INVALID_MODEL, "node '%s' (%s) is part of a cycle",
+                       g->nodes[k].name, g->nodes[k].op_type);
+          break;
+        }
+      }
+    } else {
+      for (int32_t k = 0; k < n; k++) {
+        nodes[k] = g->nodes[order[k]];
+        where[order[k]] = k;
+      }
+      memcpy(g->nodes, nodes, (size_t)n * sizeof *nodes);
+      for (int32_t v = 0; v < g->n_values; v++)
+        if (g->values[v].kind == MB_VALUE_NODE_OUTPUT) g->values[v].producer = where[g->values[v].producer];
+    }
+  }
+  free(indeg);
+  free(order);
+  free(start);
+  free(adj);
+  free(nodes);
+  free(where);
+done:
+  free(e.from);
+  free(e.to);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ whole model */
+
+static int count_inits(const mb_graph *g) {
+  int n = g->n_inits;
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    for (int32_t a = 0; a < g->nodes[k].n_attrs; a++) {
+      const mb_attr *at = &g->nodes[k].attrs[a];
+      if (at->g) n += count_inits(at->g);
+      for (uint64_t j = 0; j < at->n_graphs; j++) if (at->graphs[j]) n += count_inits(at->graphs[j]);
+    }
+  return n;
+}
+
+static int check_graph(struct mb_model *m, mb_graph *g, mb_diag *d) {
+  int rc = sort_graph(g, d);
+  if (rc) return rc;
+  mb_init_ref *base = &m->all_inits[m->n_all_inits];
+  for (int32_t i = 0; i < g->n_inits; i++) {
+    base[i].graph = g;
+    base[i].index = i;
+    base[i].value = -1;
+  }
+  for (int32_t v = 0; v < g->n_values; v++)
+    if (g->values[v].initializer >= 0) base[g->values[v].initializer].value = v;
+  m->n_all_inits += g->n_inits;
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    for (int32_t a = 0; a < g->nodes[k].n_attrs; a++) {
+      mb_attr *at = &g->nodes[k].attrs[a];
+      if (at->g && (rc = check_graph(m, at->g, d))) return rc;
+      for (uint64_t j = 0; j < at->n_graphs; j++)
+        if (at->graphs[j] && (rc = check_graph(m, at->graphs[j], d))) return rc;
+    }
+  return MB_OK;
+}
+
+int mb_graph_check_model(struct mb_model *m, mb_diag *d) {
+  int n = count_inits(m->graph);
+  m->all_inits = mb_arena_array(&m->arena, (size_t)n + 1, sizeof(mb_init_ref));
+  if (!m->all_inits) return mb_fail(d, MB_E_NOMEM, "out of memory");
+  m->n_all_inits = 0;
+  return check_graph(m, m->graph, d);
+}

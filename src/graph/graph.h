@@ -1,0 +1,139 @@
+/* The graph IR: what the rest of membudget reads. Built once by src/onnx/convert.c, checked by
+ * graph.c, annotated with roles by src/passes/roles.c, then never changed. Everything lives in
+ * the model's arena. Tensors are referenced by index into mb_graph.values. */
+#ifndef MB_GRAPH_GRAPH_H
+#define MB_GRAPH_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "membudget/membudget.h"
+#include "util/arena.h"
+
+/* Limits on untrusted input (each a clear error, never a crash). */
+#define MB_MAX_RANK 64
+#define MB_MAX_GRAPH_DEPTH 32           /* If/Loop/Scan nesting */
+#define MB_MAX_TENSOR_BYTES (1ull << 50) /* 1 PiB: anything larger is an absurd declaration */
+#define MB_SMALL_VALUE_MAX 4096          /* numeric tensors up to this many elements keep values */
+
+/* A declared type: dtype and shape with named (symbolic) dims. */
+typedef struct mb_type {
+  int32_t dtype;             /* mb_dtype; 0 when not declared */
+  int32_t rank;              /* -1 when the shape is not declared */
+  int64_t *dims;             /* -1 where symbolic or unknown */
+  const char **dim_params;   /* symbolic names or NULL */
+} mb_type;
+
+/* Values of a small numeric tensor (Constant nodes, small initializers), for shape inference. */
+typedef struct mb_small_values {
+  int64_t count;
+  bool is_float;
+  int64_t *i;   /* when !is_float */
+  double *f;    /* when is_float */
+} mb_small_values;
+
+/* A constant tensor (initializer or tensor attribute). Weight bytes are never read; only small
+ * numeric tensors carry their values. */
+typedef struct mb_const_tensor {
+  const char *name;
+  int32_t dtype;
+  int32_t rank;
+  int64_t *dims;
+  uint64_t numel;
+  uint64_t nbytes;
+  int32_t location;          /* mb_data_location */
+  const char *external_file; /* external_data "location", or NULL */
+  bool is_sparse;
+  mb_small_values *values;   /* NULL unless small, numeric and embedded */
+} mb_const_tensor;
+
+typedef enum mb_value_kind {
+  MB_VALUE_INPUT = 0,       /* graph input (or subgraph formal parameter) */
+  MB_VALUE_INITIALIZER = 1,
+  MB_VALUE_NODE_OUTPUT = 2,
+  MB_VALUE_OUTER = 3        /* subgraph: captured from an enclosing graph by name */
+} mb_value_kind;
+
+typedef struct mb_value {
+  const char *name;
+  int32_t kind;             /* mb_value_kind */
+  int32_t producer;         /* node index for NODE_OUTPUT, else -1 */
+  int32_t initializer;      /* index into graph->inits for INITIALIZER, else -1 */
+  int32_t num_uses;         /* node inputs (incl. subgraph captures) reading this value */
+  mb_type type;             /* declared type (input/output/value_info), may be empty */
+} mb_value;
+
+typedef struct mb_graph mb_graph;
+
+typedef struct mb_attr {
+  const char *name;
+  int32_t type;             /* ONNX AttributeProto.AttributeType */
+  float f;
+  int64_t i;
+  const char *s;            /* NUL-terminated copy; s_len is the real length */
+  uint64_t s_len;
+  float *floats;
+  int64_t *ints;
+  uint64_t n_floats, n_ints, n_strings, n_tensors, n_graphs;
+  mb_const_tensor *t;       /* TENSOR / SPARSE_TENSOR */
+  mb_graph *g;              /* GRAPH */
+  mb_graph **graphs;        /* GRAPHS */
+} mb_attr;
+
+typedef struct mb_node {
+  const char *name;
+  const char *op_type;
+  const char *domain;       /* "" for ai.onnx */
+  int32_t n_inputs, n_outputs, n_attrs;
+  int32_t *inputs;          /* value indices; -1 for an omitted optional input */
+  int32_t *outputs;         /* value indices; -1 for an omitted optional output */
+  mb_attr *attrs;
+} mb_node;
+
+struct mb_graph {
+  const char *name;
+  mb_graph *parent;         /* enclosing graph for subgraphs */
+  int32_t depth;
+  int32_t n_values, n_nodes, n_inits, n_inputs, n_outputs;
+  mb_value *values;
+  mb_node *nodes;           /* topological order after mb_graph_check() */
+  mb_const_tensor *inits;
+  int32_t *inputs;          /* value indices of real graph inputs (initializers excluded) */
+  int32_t *outputs;         /* value indices */
+};
+
+typedef struct mb_opset {
+  const char *domain;
+  int64_t version;
+} mb_opset;
+
+/* One initializer of the whole model (main graph and subgraphs), flattened for the API. */
+typedef struct mb_init_ref {
+  mb_graph *graph;
+  int32_t index;            /* into graph->inits */
+  int32_t value;            /* value index of the initializer in graph */
+  int32_t role;             /* mb_role, derived by passes/roles.c */
+} mb_init_ref;
+
+struct mb_model {
+  mb_arena arena;
+  int status;
+  char *errmsg;             /* malloc'd; "" when ok */
+  int64_t ir_version;
+  const char *producer;
+  int32_t n_opsets;
+  mb_opset *opsets;
+  mb_graph *graph;
+  int32_t n_all_inits;
+  mb_init_ref *all_inits;
+  int32_t n_warnings;
+  const char **warnings;
+};
+
+/* Look up a value by name in g and its enclosing graphs; -1 when absent. Linear scan: meant
+ * for tests and tools, not hot paths. */
+int32_t mb_graph_find_value(const mb_graph *g, const char *name);
+/* The opset version of a domain ("" or "ai.onnx" = default), or -1. */
+int64_t mb_model_opset_of(const struct mb_model *m, const char *domain);
+
+#endif

@@ -1,0 +1,365 @@
+#include "onnx/wire.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "membudget/membudget.h"
+
+/* ------------------------------------------------------------------ the ONNX schema table */
+
+typedef enum msg_id {
+  M_MODEL, M_GRAPH, M_NODE, M_ATTR, M_VALUE_INFO, M_TYPE, M_TYPE_TENSOR, M_TYPE_SEQUENCE,
+  M_TYPE_MAP, M_TYPE_OPTIONAL, M_TYPE_SPARSE, M_SHAPE, M_DIM, M_TENSOR, M_SEGMENT, M_SPARSE,
+  M_TRAINING_INFO, M_FUNCTION, M_OPSET, M_STRING_ENTRY, M_TENSOR_ANNOTATION, M_COUNT
+} msg_id;
+
+typedef enum field_kind {
+  K_VARINT,      /* wire type 0 */
+  K_FIXED32,     /* wire type 5 */
+  K_BYTES,       /* wire type 2: string or bytes */
+  K_MESSAGE,     /* wire type 2, parsed recursively */
+  K_REP_VARINT,  /* repeated varint: unpacked (0) or packed (2) */
+  K_REP_FIXED32, /* repeated float: unpacked (5) or packed (2) */
+  K_REP_FIXED64  /* repeated double/fixed64: unpacked (1) or packed (2) */
+} field_kind;
+
+typedef struct field_rule {
+  uint32_t number;
+  uint8_t kind;      /* field_kind */
+  uint8_t message;   /* msg_id, for K_MESSAGE */
+  uint8_t payload;   /* 1: tensor data that may be dropped */
+  const char *name;
+} field_rule;
+
+typedef struct msg_rule {
+  const char *name;
+  const field_rule *fields;
+  size_t n_fields;
+} msg_rule;
+
+#define F(num, kind, msg, name) {num, kind, msg, 0, name}
+#define P(num, kind, name) {num, kind, 0, 1, name}
+
+/* Fields of onnx.proto (IR version 10), including ones newer than the proto that generated
+ * the protobuf-c code: those are passed through as unknown fields. */
+static const field_rule model_fields[] = {
+  F(1, K_VARINT, 0, "ir_version"), F(2, K_BYTES, 0, "producer_name"),
+  F(3, K_BYTES, 0, "producer_version"), F(4, K_BYTES, 0, "domain"),
+  F(5, K_VARINT, 0, "model_version"), F(6, K_BYTES, 0, "doc_string"),
+  F(7, K_MESSAGE, M_GRAPH, "graph"), F(8, K_MESSAGE, M_OPSET, "opset_import"),
+  F(14, K_MESSAGE, M_STRING_ENTRY, "metadata_props"),
+  F(20, K_MESSAGE, M_TRAINING_INFO, "training_info"), F(25, K_MESSAGE, M_FUNCTION, "functions"),
+};
+static const field_rule graph_fields[] = {
+  F(1, K_MESSAGE, M_NODE, "node"), F(2, K_BYTES, 0, "name"),
+  F(5, K_MESSAGE, M_TENSOR, "initializer"), F(10, K_BYTES, 0, "doc_string"),
+  F(11, K_MESSAGE, M_VALUE_INFO, "input"), F(12, K_MESSAGE, M_VALUE_INFO, "output"),
+  F(13, K_MESSAGE, M_VALUE_INFO, "value_info"),
+  F(14, K_MESSAGE, M_TENSOR_ANNOTATION, "quantization_annotation"),
+  F(15, K_MESSAGE, M_SPARSE, "sparse_initializer"),
+  F(16, K_MESSAGE, M_STRING_ENTRY, "metadata_props"),
+};
+static const field_rule node_fields[] = {
+  F(1, K_BYTES, 0, "input"), F(2, K_BYTES, 0, "output"), F(3, K_BYTES, 0, "name"),
+  F(4, K_BYTES, 0, "op_type"), F(5, K_MESSAGE, M_ATTR, "attribute"),
+  F(6, K_BYTES, 0, "doc_string"), F(7, K_BYTES, 0, "domain"), F(8, K_BYTES, 0, "overload"),
+  F(9, K_MESSAGE, M_STRING_ENTRY, "metadata_props"),
+};
+static const field_rule attr_fields[] = {
+  F(1, K_BYTES, 0, "name"), F(2, K_FIXED32, 0, "f"), F(3, K_VARINT, 0, "i"),
+  F(4, K_BYTES, 0, "s"), F(5, K_MESSAGE, M_TENSOR, "t"), F(6, K_MESSAGE, M_GRAPH, "g"),
+  F(7, K_REP_FIXED32, 0, "floats"), F(8, K_REP_VARINT, 0, "ints"), F(9, K_BYTES, 0, "strings"),
+  F(10, K_MESSAGE, M_TENSOR, "tensors"), F(11, K_MESSAGE, M_GRAPH, "graphs"),
+  F(13, K_BYTES, 0, "doc_string"), F(14, K_MESSAGE, M_TYPE, "tp"),
+  F(15, K_MESSAGE, M_TYPE, "type_protos"), F(20, K_VARINT, 0, "type"),
+  F(21, K_BYTES, 0, "ref_attr_name"), F(22, K_MESSAGE, M_SPARSE, "sparse_tensor"),
+  F(23, K_MESSAGE, M_SPARSE, "sparse_tensors"),
+};
+static const field_rule value_info_fields[] = {
+  F(1, K_BYTES, 0, "name"), F(2, K_MESSAGE, M_TYPE, "type"), F(3, K_BYTES, 0, "doc_string"),
+  F(4, K_MESSAGE, M_STRING_ENTRY, "metadata_props"),
+};
+static const field_rule type_fields[] = {
+  F(1, K_MESSAGE, M_TYPE_TENSOR, "tensor_type"), F(4, K_MESSAGE, M_TYPE_SEQUENCE, "sequence_type"),
+  F(5, K_MESSAGE, M_TYPE_MAP, "map_type"), F(6, K_BYTES, 0, "denotation"),
+  F(8, K_MESSAGE, M_TYPE_SPARSE, "sparse_tensor_type"),
+  F(9, K_MESSAGE, M_TYPE_OPTIONAL, "optional_type"),
+};
+static const field_rule type_tensor_fields[] = {
+  F(1, K_VARINT, 0, "elem_type"), F(2, K_MESSAGE, M_SHAPE, "shape"),
+};
+static const field_rule type_sequence_fields[] = { F(1, K_MESSAGE, M_TYPE, "elem_type") };
+static const field_rule type_map_fields[] = {
+  F(1, K_VARINT, 0, "key_type"), F(2, K_MESSAGE, M_TYPE, "value_type"),
+};
+static const field_rule type_optional_fields[] = { F(1, K_MESSAGE, M_TYPE, "elem_type") };
+static const field_rule shape_fields[] = { F(1, K_MESSAGE, M_DIM, "dim") };
+static const field_rule dim_fields[] = {
+  F(1, K_VARINT, 0, "dim_value"), F(2, K_BYTES, 0, "dim_param"), F(3, K_BYTES, 0, "denotation"),
+};
+static const field_rule tensor_fields[] = {
+  F(1, K_REP_VARINT, 0, "dims"), F(2, K_VARINT, 0, "data_type"),
+  F(3, K_MESSAGE, M_SEGMENT, "segment"), P(4, K_REP_FIXED32, "float_data"),
+  P(5, K_REP_VARINT, "int32_data"), P(6, K_BYTES, "string_data"),
+  P(7, K_REP_VARINT, "int64_data"), F(8, K_BYTES, 0, "name"), P(9, K_BYTES, "raw_data"),
+  P(10, K_REP_FIXED64, "double_data"), P(11, K_REP_VARINT, "uint64_data"),
+  F(12, K_BYTES, 0, "doc_string"), F(13, K_MESSAGE, M_STRING_ENTRY, "external_data"),
+  F(14, K_VARINT, 0, "data_location"), F(16, K_MESSAGE, M_STRING_ENTRY, "metadata_props"),
+};
+static const field_rule segment_fields[] = {
+  F(1, K_VARINT, 0, "begin"), F(2, K_VARINT, 0, "end"),
+};
+static const field_rule sparse_fields[] = {
+  F(1, K_MESSAGE, M_TENSOR, "values"), F(2, K_MESSAGE, M_TENSOR, "indices"),
+  F(3, K_REP_VARINT, 0, "dims"),
+};
+static const field_rule training_info_fields[] = {
+  F(1, K_MESSAGE, M_GRAPH, "initialization"), F(2, K_MESSAGE, M_GRAPH, "algorithm"),
+  F(3, K_MESSAGE, M_STRING_ENTRY, "initialization_binding"),
+  F(4, K_MESSAGE, M_STRING_ENTRY, "update_binding"),
+};
+static const field_rule function_fields[] = {
+  F(1, K_BYTES, 0, "name"), F(4, K_BYTES, 0, "input"), F(5, K_BYTES, 0, "output"),
+  F(6, K_BYTES, 0, "attribute"), F(7, K_MESSAGE, M_NODE, "node"), F(8, K_BYTES, 0, "doc_string"),
+  F(9, K_MESSAGE, M_OPSET, "opset_import"), F(10, K_BYTES, 0, "domain"),
+  F(11, K_MESSAGE, M_ATTR, "attribute_proto"), F(12, K_MESSAGE, M_VALUE_INFO, "value_info"),
+  F(13, K_BYTES, 0, "overload"), F(14, K_MESSAGE, M_STRING_ENTRY, "metadata_props"),
+};
+static const field_rule opset_fields[] = { F(1, K_BYTES, 0, "domain"), F(2, K_VARINT, 0, "version") };
+static const field_rule string_entry_fields[] = { F(1, K_BYTES, 0, "key"), F(2, K_BYTES, 0, "value") };
+static const field_rule tensor_annotation_fields[] = {
+  F(1, K_BYTES, 0, "tensor_name"),
+  F(2, K_MESSAGE, M_STRING_ENTRY, "quant_parameter_tensor_names"),
+};
+
+#define MSG(name, fields) {name, fields, sizeof(fields) / sizeof(fields[0])}
+static const msg_rule messages[M_COUNT] = {
+  [M_MODEL] = MSG("ModelProto", model_fields),
+  [M_GRAPH] = MSG("GraphProto", graph_fields),
+  [M_NODE] = MSG("NodeProto", node_fields),
+  [M_ATTR] = MSG("AttributeProto", attr_fields),
+  [M_VALUE_INFO] = MSG("ValueInfoProto", value_info_fields),
+  [M_TYPE] = MSG("TypeProto", type_fields),
+  [M_TYPE_TENSOR] = MSG("TypeProto.Tensor", type_tensor_fields),
+  [M_TYPE_SEQUENCE] = MSG("TypeProto.Sequence", type_sequence_fields),
+  [M_TYPE_MAP] = MSG("TypeProto.Map", type_map_fields),
+  [M_TYPE_OPTIONAL] = MSG("TypeProto.Optional", type_optional_fields),
+  [M_TYPE_SPARSE] = MSG("TypeProto.SparseTensor", type_tensor_fields),
+  [M_SHAPE] = MSG("TensorShapeProto", shape_fields),
+  [M_DIM] = MSG("TensorShapeProto.Dimension", dim_fields),
+  [M_TENSOR] = MSG("TensorProto", tensor_fields),
+  [M_SEGMENT] = MSG("TensorProto.Segment", segment_fields),
+  [M_SPARSE] = MSG("SparseTensorProto", sparse_fields),
+  [M_TRAINING_INFO] = MSG("TrainingInfoProto", training_info_fields),
+  [M_FUNCTION] = MSG("FunctionProto", function_fields),
+  [M_OPSET] = MSG("OperatorSetIdProto", opset_fields),
+  [M_STRING_ENTRY] = MSG("StringStringEntryProto", string_entry_fields),
+  [M_TENSOR_ANNOTATION] = MSG("TensorAnnotation", tensor_annotation_fields),
+};
+
+static const field_rule *find_field(msg_id m, uint32_t number) {
+  const msg_rule *r = &messages[m];
+  for (size_t i = 0; i < r->n_fields; i++)
+    if (r->fields[i].number == number) return &r->fields[i];
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ wire primitives */
+
+enum { WT_VARINT = 0, WT_FIXED64 = 1, WT_LEN = 2, WT_SGROUP = 3, WT_EGROUP = 4, WT_FIXED32 = 5 };
+
+size_t mb_wire_varint(const uint8_t *p, const uint8_t *end, uint64_t *v) {
+  uint64_t x = 0;
+  for (size_t i = 0; i < 10 && p + i < end; i++) {
+    uint8_t b = p[i];
+    if (i == 9 && b > 1) return 0; /* more than 64 bits */
+    x |= (uint64_t)(b & 0x7F) << (7 * i);
+    if (!(b & 0x80)) {
+      *v = x;
+      return i + 1;
+    }
+  }
+  return 0;
+}
+
+static size_t varint_size(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    n++;
+  }
+  return n;
+}
+
+static void put_varint(uint8_t *p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  *p = (uint8_t)v;
+}
+
+static void emit_varint(mb_strbuf *out, uint64_t v) {
+  uint8_t buf[10];
+  size_t n = varint_size(v);
+  put_varint(buf, v);
+  mb_sb_append(out, buf, n);
+}
+
+static bool wire_type_fits(field_kind k, unsigned wt) {
+  switch (k) {
+    case K_VARINT: return wt == WT_VARINT;
+    case K_FIXED32: return wt == WT_FIXED32;
+    case K_BYTES:
+    case K_MESSAGE: return wt == WT_LEN;
+    case K_REP_VARINT: return wt == WT_VARINT || wt == WT_LEN;
+    case K_REP_FIXED32: return wt == WT_FIXED32 || wt == WT_LEN;
+    case K_REP_FIXED64: return wt == WT_FIXED64 || wt == WT_LEN;
+  }
+  return false;
+}
+
+static const char *wire_type_name(unsigned wt) {
+  static const char *names[] = {"varint", "fixed64", "length-delimited", "group start",
+                                "group end", "fixed32", "invalid (6)", "invalid (7)"};
+  return names[wt & 7];
+}
+
+/* ------------------------------------------------------------------ the slim copy */
+
+typedef struct walker {
+  const uint8_t *base; /* start of the whole buffer, for offsets in messages */
+  mb_strbuf *out;
+  mb_diag *d;
+} walker;
+
+static int slim_message(walker *w, msg_id m, const uint8_t *p, const uint8_t *end, int depth);
+
+/* A packed repeated field must hold whole elements; check without reading them all. */
+static int check_packed(walker *w, const field_rule *f, msg_id m, const uint8_t *p,
+                        uint64_t len) {
+  const char *msg = messages[m].name;
+  size_t off = (size_t)(p - w->base);
+  if (f->kind == K_REP_FIXED32 && len % 4)
+    return mb_fail(w->d, MB_E_PARSE, "%s.%s at byte %zu: packed length %llu is not a multiple of 4",
+                   msg, f->name, off, (unsigned long long)len);
+  if (f->kind == K_REP_FIXED64 && len % 8)
+    return mb_fail(w->d, MB_E_PARSE, "%s.%s at byte %zu: packed length %llu is not a multiple of 8",
+                   msg, f->name, off, (unsigned long long)len);
+  if (f->kind == K_REP_VARINT && len > 0 && (p[len - 1] & 0x80))
+    return mb_fail(w->d, MB_E_PARSE, "%s.%s at byte %zu: packed varints end mid-value", msg,
+                   f->name, off);
+  return MB_OK;
+}
+
+static int slim_field(walker *w, msg_id m, const field_rule *f, const uint8_t *field_start,
+                      size_t tag_len, const uint8_t *value, uint64_t len, int depth) {
+  mb_strbuf *out = w->out;
+  if (f && f->kind == K_MESSAGE) {
+    /* tag, then a 5-byte hole for the length, then the slim body; then close the hole. */
+    mb_sb_append(out, field_start, tag_len);
+    size_t hole = out->len;
+    static const uint8_t zeros[5] = {0};
+    mb_sb_append(out, zeros, sizeof zeros);
+    int rc = slim_message(w, (msg_id)f->message, value, value + len, depth + 1);
+    if (rc != MB_OK) return rc;
+    if (mb_sb_failed(out)) return mb_fail(w->d, MB_E_NOMEM, "out of memory");
+    size_t body = out->len - hole - sizeof zeros;
+    size_t vs = varint_size(body);
+    memmove(out->data + hole + vs, out->data + hole + sizeof zeros, body);
+    put_varint((uint8_t *)out->data + hole, body);
+    out->len = hole + vs + body;
+    return MB_OK;
+  }
+  if (f && f->payload && len > MB_WIRE_KEEP_PAYLOAD) {
+    /* Drop the payload, keep its length as an unknown varint field. */
+    if (f->kind != K_BYTES) {
+      int rc = check_packed(w, f, m, value, len);
+      if (rc != MB_OK) return rc;
+    }
+    emit_varint(out, ((uint64_t)(MB_WIRE_DROPPED_BASE + f->number) << 3) | WT_VARINT);
+    emit_varint(out, len);
+    return MB_OK;
+  }
+  if (f && f->kind >= K_REP_VARINT) {
+    int rc = check_packed(w, f, m, value, len);
+    if (rc != MB_OK) return rc;
+  }
+  mb_sb_append(out, field_start, (size_t)(value + len - field_start));
+  return MB_OK;
+}
+
+static int slim_message(walker *w, msg_id m, const uint8_t *p, const uint8_t *end, int depth) {
+  const char *msg = messages[m].name;
+  if (depth > MB_WIRE_MAX_DEPTH)
+    return mb_fail(w->d, MB_E_LIMIT, "%s at byte %zu: messages nested deeper than %d", msg,
+                   (size_t)(p - w->base), MB_WIRE_MAX_DEPTH);
+  while (p < end) {
+    const uint8_t *field_start = p;
+    size_t off = (size_t)(p - w->base);
+    uint64_t tag;
+    size_t n = mb_wire_varint(p, end, &tag);
+    if (!n)
+      return mb_fail(w->d, MB_E_PARSE, "%s at byte %zu: truncated or malformed field tag", msg, off);
+    p += n;
+    size_t tag_len = n;
+    uint64_t number = tag >> 3;
+    unsigned wt = (unsigned)(tag & 7);
+    if (number == 0 || number > 0x1FFFFFFF)
+      return mb_fail(w->d, MB_E_PARSE, "%s at byte %zu: invalid field number %llu", msg, off,
+                     (unsigned long long)number);
+    const field_rule *f = find_field(m, (uint32_t)number);
+    if (f && !wire_type_fits((field_kind)f->kind, wt))
+      return mb_fail(w->d, MB_E_PARSE,
+                     "%s.%s at byte %zu: wire type %s does not fit this field (is this an ONNX "
+                     "model?)", msg, f->name, off, wire_type_name(wt));
+    uint64_t len = 0;
+    const uint8_t *value = p;
+    switch (wt) {
+      case WT_VARINT: {
+        uint64_t v;
+        size_t k = mb_wire_varint(p, end, &v);
+        if (!k) return mb_fail(w->d, MB_E_PARSE, "%s at byte %zu: truncated varint", msg, off);
+        p += k;
+        break;
+      }
+      case WT_FIXED64:
+        if (end - p < 8) return mb_fail(w->d, MB_E_PARSE, "%s at byte %zu: truncated fixed64", msg, off);
+        p += 8;
+        break;
+      case WT_FIXED32:
+        if (end - p < 4) return mb_fail(w->d, MB_E_PARSE, "%s at byte %zu: truncated fixed32", msg, off);
+        p += 4;
+        break;
+      case WT_LEN: {
+        size_t k = mb_wire_varint(p, end, &len);
+        if (!k) return mb_fail(w->d, MB_E_PARSE, "%s at byte %zu: truncated length", msg, off);
+        p += k;
+        value = p;
+        if (len > (uint64_t)(end - p))
+          return mb_fail(w->d, MB_E_PARSE,
+                         "%s%s%s at byte %zu: length %llu runs past the end of the data "
+                         "(truncated file?)", msg, f ? "." : "", f ? f->name : "", off,
+                         (unsigned long long)len);
+        p += len;
+        break;
+      }
+      default:
+        return mb_fail(w->d, MB_E_PARSE, "%s at byte %zu: unsupported wire type %s", msg, off,
+                       wire_type_name(wt));
+    }
+    if (wt == WT_LEN) {
+      int rc = slim_field(w, m, f, field_start, tag_len, value, len, depth);
+      if (rc != MB_OK) return rc;
+    } else {
+      mb_sb_append(w->out, field_start, (size_t)(p - field_start));
+    }
+    if (mb_sb_failed(w->out)) return mb_fail(w->d, MB_E_NOMEM, "out of memory");
+  }
+  return MB_OK;
+}
+
+int mb_wire_slim_model(const uint8_t *data, size_t len, mb_strbuf *out, mb_diag *d) {
+  walker w = {data, out, d};
+  return slim_message(&w, M_MODEL, data, data + len, 0);
+}

@@ -1,0 +1,29 @@
+/* Wire-level pass over a serialized ONNX ModelProto, before protobuf-c sees it.
+ *
+ * Why: a plain protobuf-c unpack copies every weight payload into the heap, so loading a
+ * 1 GB model peaks at about 2 GB and reads every byte. We never need weight bytes. This pass
+ * walks the message tree against a table of the ONNX schema, checks every length, wire type
+ * and nesting depth, and writes a slim copy in which each tensor data field longer than
+ * MB_WIRE_KEEP_PAYLOAD bytes is replaced by an unknown varint field
+ * (MB_WIRE_DROPPED_BASE + original field number) holding the payload's byte length. The
+ * skipped payload bytes are never touched, so a memory-mapped file is not even paged in.
+ * Small payloads (shape constants) are kept so shape inference can read their values. */
+#ifndef MB_ONNX_WIRE_H
+#define MB_ONNX_WIRE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/diag.h"
+#include "util/strbuf.h"
+
+#define MB_WIRE_KEEP_PAYLOAD 4096u
+#define MB_WIRE_DROPPED_BASE 536800000u /* < 2^29, far above any ONNX field number */
+#define MB_WIRE_MAX_DEPTH 100           /* nested messages */
+
+/* Validate data as a ModelProto and append the slim copy to out. MB_OK or MB_E_PARSE /
+ * MB_E_LIMIT / MB_E_NOMEM with a message naming the message, field and byte offset. */
+int mb_wire_slim_model(const uint8_t *data, size_t len, mb_strbuf *out, mb_diag *d);
+
+/* Decode one varint at p (at most end - p bytes). Returns bytes used, 0 if malformed. */
+size_t mb_wire_varint(const uint8_t *p, const uint8_t *end, uint64_t *v);
+#endif

@@ -1,0 +1,10 @@
+/* Human formatting at the edges: thousands separators and binary units. */
+#ifndef MB_UTIL_FORMAT_H
+#define MB_UTIL_FORMAT_H
+#include <stddef.h>
+#include <stdint.h>
+/* "12,345,678" into buf (at least 27 bytes). Returns buf. */
+char *mb_fmt_thousands(char *buf, size_t size, uint64_t v);
+/* "1.50 GiB", "512 B" into buf (at least 16 bytes). Returns buf. */
+char *mb_fmt_bytes(char *buf, size_t size, uint64_t v);
+#endif
