@@ -135,6 +135,11 @@ MB_API int mb_model_info_json(const mb_model *m, const mb_setup *s, char **out_j
     mb_sb_puts(&sb, k ? ",\n    " : "\n    ");
     json_initializer(&sb, m, &sum, sum.top[k]);
   }
+  mb_sb_puts(&sb, "],\n  \"initializers\": [");
+  for (size_t k = 0; k < mb_model_num_initializers(m); k++) {
+    mb_sb_puts(&sb, k ? ",\n    " : "\n    ");
+    json_initializer(&sb, m, &sum, k);
+  }
   mb_sb_printf(&sb, "],\n  \"num_nodes\": %zu,\n  \"num_initializers\": %zu,\n  \"op_types\": [",
                mb_model_num_nodes(m), mb_model_num_initializers(m));
   for (size_t k = 0; k < sum.n_ops; k++) {

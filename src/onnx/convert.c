@@ -157,14 +157,14 @@ static uint64_t dropped_bytes(const Onnx__TensorProto *t, uint32_t field, bool *
   return total;
 }
 
-/* Fill shape, sizes and data location; `what` names the tensor for messages. */
-static int convert_tensor(conv *c, const Onnx__TensorProto *t, const int64_t *dims,
-                          size_t n_dims, const char *what, mb_const_tensor *ct) {
+/* Fill dtype, dims, numel and bytes; `what` names the tensor for messages. */
+static int tensor_shape(conv *c, int32_t dtype, const int64_t *dims, size_t n_dims,
+                        const char *what, mb_const_tensor *ct) {
   const char *name = ct->name;
   if (n_dims > MB_MAX_RANK)
     return mb_fail(c->d, MB_E_LIMIT, "%s '%s' has rank %zu, more than the limit of %d", what,
                    name, n_dims, MB_MAX_RANK);
-  ct->dtype = t->has_data_type ? t->data_type : 0;
+  ct->dtype = dtype;
   if (ct->dtype <= 0 || !strcmp(mb_dtype_name(ct->dtype), "unknown"))
     return mb_fail(c->d, MB_E_UNSUPPORTED, "%s '%s' has unknown data type %d", what, name,
                    (int)ct->dtype);
@@ -172,30 +172,37 @@ static int convert_tensor(conv *c, const Onnx__TensorProto *t, const int64_t *di
   ct->dims = mb_arena_array(ARENA, n_dims ? n_dims : 1, sizeof(int64_t));
   if (!ct->dims) return OOM();
   uint64_t numel = 1;
-  bool overflow = false;
+  bool overflow = false, zero = false;
   for (size_t k = 0; k < n_dims; k++) {
     if (dims[k] < 0)
       return mb_fail(c->d, MB_E_INVALID_MODEL, "%s '%s' has negative dim %lld on axis %zu", what,
                      name, (long long)dims[k], k);
     ct->dims[k] = dims[k];
-    if (dims[k] && numel > UINT64_MAX / (uint64_t)dims[k]) overflow = true;
+    if (!dims[k]) zero = true;
+    else if (numel > UINT64_MAX / (uint64_t)dims[k]) overflow = true;
     else numel *= (uint64_t)dims[k];
   }
-  if (overflow) numel = UINT64_MAX;
-  for (size_t k = 0; k < n_dims && !overflow; k++) if (!dims[k]) numel = 0;
+  if (zero) {
+    numel = 0;
+    overflow = false;
+  }
   ct->numel = numel;
   if (ct->dtype == MB_DTYPE_STRING) {
     ct->nbytes = 0;
-    int rc = warn(c, "%s '%s' holds strings: its size is unknown and counted as 0 bytes", what,
-                  name);
-    if (rc) return rc;
-  } else if (overflow || mb_dtype_bytes(ct->dtype, numel, &ct->nbytes) != MB_OK ||
-             ct->nbytes > MB_MAX_TENSOR_BYTES) {
+    return warn(c, "%s '%s' holds strings: its size is unknown and counted as 0 bytes", what,
+                name);
+  }
+  if (overflow || mb_dtype_bytes(ct->dtype, numel, &ct->nbytes) != MB_OK ||
+      ct->nbytes > MB_MAX_TENSOR_BYTES)
     return mb_fail(c->d, MB_E_LIMIT,
                    "%s '%s' declares an absurd size (dims multiply past %llu bytes)", what, name,
                    (unsigned long long)MB_MAX_TENSOR_BYTES);
-  }
+  return MB_OK;
+}
 
+/* Find where the data is and check that embedded data has the size the dims declare. */
+static int tensor_data(conv *c, const Onnx__TensorProto *t, const char *what, mb_const_tensor *ct) {
+  const char *name = ct->name;
   /* Where the data is. */
   bool dropped = false;
   uint64_t raw_dropped = dropped_bytes(t, 9, &dropped);
@@ -251,19 +258,25 @@ static int convert_tensor(conv *c, const Onnx__TensorProto *t, const int64_t *di
 static int convert_dense(conv *c, const Onnx__TensorProto *t, const char *what, mb_const_tensor *ct) {
   ct->name = dup_str(c, t->name);
   if (!ct->name) return OOM();
-  return convert_tensor(c, t, t->dims, t->n_dims, what, ct);
+  int rc = tensor_shape(c, t->has_data_type ? t->data_type : 0, t->dims, t->n_dims, what, ct);
+  return rc ? rc : tensor_data(c, t, what, ct);
 }
 
 static int convert_sparse(conv *c, const Onnx__SparseTensorProto *s, const char *what,
                           mb_const_tensor *ct) {
   if (!s->values)
     return mb_fail(c->d, MB_E_INVALID_MODEL, "sparse %s without values", what);
-  ct->name = dup_str(c, s->values->name);
-  if (!ct->name) return OOM();
-  /* Counted at the dense size: that is what a training framework holds. */
-  int rc = convert_tensor(c, s->values, s->dims, s->n_dims, what, ct);
+  /* The stored values are checked against their own dims (the non-zeros)... */
+  mb_const_tensor stored;
+  memset(&stored, 0, sizeof stored);
+  int rc = convert_dense(c, s->values, what, &stored);
+  if (rc) return rc;
+  /* ...and the tensor is counted at its dense size: that is what a trainer holds. */
+  ct->name = stored.name;
+  rc = tensor_shape(c, stored.dtype, s->dims, s->n_dims, what, ct);
+  ct->location = stored.location;
+  ct->external_file = stored.external_file;
   ct->is_sparse = true;
-  ct->values = NULL;
   return rc;
 }
 
