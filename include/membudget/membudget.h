@@ -206,6 +206,9 @@ MB_API const char *mb_setup_errmsg(const mb_setup *setup);
  * Buffers and constants never train. */
 MB_API int mb_setup_add_freeze(mb_setup *setup, const char *glob);
 MB_API int mb_setup_add_trainable(mb_setup *setup, const char *glob);
+/* Give a named (symbolic) dim a value, e.g. "batch" = 8, "sequence" = 512. */
+MB_API int mb_setup_set_dim(mb_setup *setup, const char *name, int64_t value);
+
 /* 1 if initializer i trains under this setup (setup may be NULL), 0 if not, <0 on error. */
 MB_API int mb_initializer_trainable(const mb_model *model, const mb_setup *setup, size_t i);
 
@@ -237,6 +240,34 @@ MB_API int mb_account(const mb_model *model, const mb_setup *setup, mb_accountin
 /* The whole `membudget info` report as JSON (raw byte integers, "schema_version"). The string
  * is the caller's, to release with mb_free(). */
 MB_API int mb_model_info_json(const mb_model *model, const mb_setup *setup, char **out_json);
+
+/* ================================================================ shapes (in progress)
+ * Shape and dtype of every tensor of the main graph at one set of dim values. Covers the ops
+ * of `mb_op_*` in src/ops/; subgraph ops (If/Loop/Scan) are not inferred yet. */
+
+typedef struct mb_shapes mb_shapes;
+/* On failure *out still holds the message (mb_shapes_errmsg); free it with mb_shapes_free. */
+MB_API int mb_infer_shapes(const mb_model *model, const mb_setup *setup, mb_shapes **out);
+MB_API void mb_shapes_free(mb_shapes *shapes);
+MB_API const char *mb_shapes_errmsg(const mb_shapes *shapes);
+MB_API size_t mb_shapes_num_tensors(const mb_shapes *shapes);
+
+typedef struct mb_shape_desc {
+  uint32_t struct_size;  /* set to sizeof(mb_shape_desc) by the caller */
+  const char *name;
+  const char *producer;  /* node name, NULL for inputs and initializers */
+  const char *op_type;   /* producer's op, NULL for inputs and initializers */
+  int32_t dtype;
+  int32_t rank;          /* -1: not inferred (an unused optional output) */
+  const int64_t *dims;
+  uint64_t nbytes;
+  int32_t known;         /* 1 when dtype and shape are known */
+} mb_shape_desc;
+MB_API int mb_shapes_tensor(const mb_shapes *shapes, size_t i, mb_shape_desc *out);
+
+/* The operator table: entry i's domain ("" = ai.onnx), op type and first opset version. */
+MB_API size_t mb_ops_num(void);
+MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *since_version);
 
 #ifdef __cplusplus
 }

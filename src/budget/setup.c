@@ -21,6 +21,8 @@ MB_API void mb_setup_free(mb_setup *s) {
   if (!s) return;
   free_list(s->freeze, s->n_freeze);
   free_list(s->trainable, s->n_trainable);
+  free_list(s->dim_names, s->n_dims);
+  free(s->dim_values);
   free(s);
 }
 
@@ -61,4 +63,28 @@ bool mb_setup_trains(const mb_setup *s, const char *name) {
   if (!s) return true;
   if (any_match(s->trainable, s->n_trainable, name)) return true; /* trainable wins */
   return !any_match(s->freeze, s->n_freeze, name);
+}
+
+MB_API int mb_setup_set_dim(mb_setup *s, const char *name, int64_t value) {
+  if (!s) return MB_E_INVALID_ARG;
+  if (!name || !*name || value < 0) {
+    snprintf(s->errmsg, sizeof s->errmsg, "a dim needs a name and a value >= 0");
+    return MB_E_INVALID_ARG;
+  }
+  for (size_t i = 0; i < s->n_dims; i++)
+    if (!strcmp(s->dim_names[i], name)) {
+      s->dim_values[i] = value;
+      return MB_OK;
+    }
+  char **names = realloc(s->dim_names, (s->n_dims + 1) * sizeof *names);
+  if (!names) return MB_E_NOMEM;
+  s->dim_names = names;
+  int64_t *values = realloc(s->dim_values, (s->n_dims + 1) * sizeof *values);
+  if (!values) return MB_E_NOMEM;
+  s->dim_values = values;
+  names[s->n_dims] = malloc(strlen(name) + 1);
+  if (!names[s->n_dims]) return MB_E_NOMEM;
+  strcpy(names[s->n_dims], name);
+  values[s->n_dims++] = value;
+  return MB_OK;
 }

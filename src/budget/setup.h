@@ -8,6 +8,9 @@ struct mb_setup {
   char **freeze;
   char **trainable;
   size_t n_freeze, n_trainable;
+  char **dim_names;     /* named dim values, e.g. batch=8 */
+  int64_t *dim_values;
+  size_t n_dims;
   char errmsg[256];
 };
 

@@ -7,6 +7,11 @@ enum { MB_EXIT_OK = 0, MB_EXIT_INPUT = 1, MB_EXIT_USAGE = 2, MB_EXIT_NO_FIT = 3 
 
 /* Subcommands: argv[0] is the subcommand name. Return an exit code. */
 int mb_cmd_info(int argc, char **argv);
+int mb_cmd_shapes(int argc, char **argv);
+int mb_cmd_ops(int argc, char **argv);
+#include "membudget/membudget.h"
+/* --dim NAME=VALUE into setup; returns an exit code. */
+int mb_cli_parse_dim(mb_setup *setup, const char *arg);
 
 /* Print "membudget: <msg>" to stderr, a hint to run --help, and return MB_EXIT_USAGE. */
 #if defined(__GNUC__)

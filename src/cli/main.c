@@ -16,6 +16,11 @@ static const char USAGE[] =
   "  info MODEL.onnx [--json] [--freeze GLOB]... [--trainable GLOB]...\n"
   "      opset, inputs and outputs, parameters/embeddings/buffers/constants by dtype,\n"
   "      embedding tables, the largest initializers and the op types used.\n"
+  "  shapes MODEL.onnx [--dim NAME=VALUE]... [--json]\n"
+  "      dtype, shape and bytes of every tensor at the given dim values (in progress:\n"
+  "      see 'membudget ops' for the ops it covers).\n"
+  "  ops\n"
+  "      the supported op types with the opset version each entry starts at.\n"
   "\n"
   "options:\n"
   "  --json            machine-readable output (raw byte integers, schema_version)\n"
@@ -55,5 +60,7 @@ int main(int argc, char **argv) {
     return MB_EXIT_OK;
   }
   if (!strcmp(cmd, "info")) return mb_cmd_info(argc - 1, argv + 1);
+  if (!strcmp(cmd, "shapes")) return mb_cmd_shapes(argc - 1, argv + 1);
+  if (!strcmp(cmd, "ops")) return mb_cmd_ops(argc - 1, argv + 1);
   return mb_cli_usage_error("unknown command '%s'", cmd);
 }

@@ -1,0 +1,129 @@
+/* membudget shapes: every tensor's dtype, shape and bytes at given dim values.
+ * membudget ops: the operator table. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/table.h"
+#include "util/format.h"
+#include "util/strbuf.h"
+
+static void dims_str(char *buf, size_t size, const mb_shape_desc *d) {
+  if (!d->known) { snprintf(buf, size, "?"); return; }
+  size_t o = (size_t)snprintf(buf, size, "[");
+  for (int32_t k = 0; k < d->rank && o < size; k++)
+    o += (size_t)snprintf(buf + o, size - o, "%s%" PRId64, k ? ", " : "", d->dims[k]);
+  if (o < size) snprintf(buf + o, size - o, "]");
+}
+
+/* --dim NAME=VALUE into the setup. */
+int mb_cli_parse_dim(mb_setup *setup, const char *arg) {
+  const char *eq = strchr(arg, '=');
+  char *end = NULL;
+  if (!eq || eq == arg) return mb_cli_usage_error("--dim wants NAME=VALUE, got '%s'", arg);
+  long long v = strtoll(eq + 1, &end, 10);
+  if (!*(eq + 1) || *end || v < 0) return mb_cli_usage_error("--dim %s: the value must be an integer >= 0", arg);
+  char name[256];
+  snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
+  return mb_setup_set_dim(setup, name, v) == MB_OK ? MB_EXIT_OK : mb_cli_usage_error("--dim %s: %s", arg, mb_setup_errmsg(setup));
+}
+
+int mb_cmd_shapes(int argc, char **argv) {
+  const char *path = NULL;
+  int json = 0, rc = MB_EXIT_OK;
+  mb_setup *setup = NULL;
+  if (mb_setup_create(&setup) != MB_OK) return MB_EXIT_INPUT;
+  for (int i = 1; i < argc && rc == MB_EXIT_OK; i++) {
+    if (!strcmp(argv[i], "--json")) json = 1;
+    else if (!strcmp(argv[i], "--dim")) {
+      if (i + 1 >= argc) rc = mb_cli_usage_error("--dim needs NAME=VALUE");
+      else rc = mb_cli_parse_dim(setup, argv[++i]);
+    } else if (argv[i][0] == '-' && argv[i][1]) rc = mb_cli_usage_error("shapes: unknown option '%s'", argv[i]);
+    else if (path) rc = mb_cli_usage_error("shapes: more than one model given");
+    else path = argv[i];
+  }
+  if (rc == MB_EXIT_OK && !path) rc = mb_cli_usage_error("shapes: no model given");
+  if (rc != MB_EXIT_OK) { mb_setup_free(setup); return rc; }
+  mb_model *m = NULL;
+  mb_shapes *sh = NULL;
+  if (mb_model_load_file(path, &m) != MB_OK) {
+    fprintf(stderr, "membudget: %s\n", mb_model_errmsg(m));
+    rc = MB_EXIT_INPUT;
+  } else if (mb_infer_shapes(m, setup, &sh) != MB_OK) {
+    fprintf(stderr, "membudget: %s: %s\n", path, mb_shapes_errmsg(sh));
+    rc = MB_EXIT_INPUT;
+  } else if (json) {
+    mb_strbuf sb;
+    mb_sb_init(&sb);
+    mb_sb_puts(&sb, "{\n  \"schema_version\": 1,\n  \"tensors\": [");
+    for (size_t i = 0; i < mb_shapes_num_tensors(sh); i++) {
+      mb_shape_desc d = {.struct_size = sizeof d};
+      mb_shapes_tensor(sh, i, &d);
+      mb_sb_puts(&sb, i ? ",\n    {\"name\": " : "\n    {\"name\": ");
+      mb_sb_json_str(&sb, d.name);
+      mb_sb_puts(&sb, ", \"producer\": ");
+      mb_sb_json_str(&sb, d.producer);
+      mb_sb_puts(&sb, ", \"op_type\": ");
+      mb_sb_json_str(&sb, d.op_type);
+      mb_sb_puts(&sb, ", \"dtype\": ");
+      mb_sb_json_str(&sb, d.known ? mb_dtype_name(d.dtype) : NULL);
+      mb_sb_puts(&sb, ", \"shape\": ");
+      if (!d.known) mb_sb_puts(&sb, "null");
+      else {
+        mb_sb_putc(&sb, '[');
+        for (int32_t k = 0; k < d.rank; k++) mb_sb_printf(&sb, "%s%" PRId64, k ? ", " : "", d.dims[k]);
+        mb_sb_putc(&sb, ']');
+      }
+      mb_sb_printf(&sb, ", \"bytes\": %" PRIu64 "}", d.nbytes);
+    }
+    mb_sb_puts(&sb, "]\n}\n");
+    char *doc = mb_sb_detach(&sb);
+    if (doc) fputs(doc, stdout);
+    free(doc);
+  } else {
+    mb_table t;
+    mb_table_init(&t, "lllllr");
+    const char *head[] = {"tensor", "node", "op", "dtype", "shape", "bytes"};
+    mb_table_row(&t, head);
+    mb_table_rule(&t);
+    for (size_t i = 0; i < mb_shapes_num_tensors(sh); i++) {
+      mb_shape_desc d = {.struct_size = sizeof d};
+      mb_shapes_tensor(sh, i, &d);
+      char shape[512], bytes[32];
+      dims_str(shape, sizeof shape, &d);
+      const char *row[] = {d.name, d.producer ? d.producer : "", d.op_type ? d.op_type : "",
+                           d.known ? mb_dtype_name(d.dtype) : "?", shape,
+                           mb_fmt_thousands(bytes, sizeof bytes, d.nbytes)};
+      mb_table_row(&t, row);
+    }
+    mb_table_print(&t, stdout, "");
+    mb_table_free(&t);
+  }
+  mb_shapes_free(sh);
+  mb_model_free(m);
+  mb_setup_free(setup);
+  return rc;
+}
+
+int mb_cmd_ops(int argc, char **argv) {
+  (void)argv;
+  if (argc > 1) return mb_cli_usage_error("ops takes no arguments");
+  mb_table t;
+  mb_table_init(&t, "llr");
+  const char *head[] = {"domain", "op", "since"};
+  mb_table_row(&t, head);
+  for (size_t i = 0; i < mb_ops_num(); i++) {
+    const char *dom, *op;
+    int since;
+    char s[16];
+    mb_ops_get(i, &dom, &op, &since);
+    snprintf(s, sizeof s, "%d", since);
+    const char *row[] = {*dom ? dom : "ai.onnx", op, s};
+    mb_table_row(&t, row);
+  }
+  mb_table_print(&t, stdout, "");
+  mb_table_free(&t);
+  return MB_EXIT_OK;
+}

@@ -1,0 +1,224 @@
+/* Elementwise ops: unary (same shape and type), broadcasting binary and variadic arithmetic,
+ * comparisons and logic (bool out), Where, Cast, Clip, Dropout. Integer arithmetic on known
+ * small values is propagated so that exported shape computations resolve. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx/dtype.h"
+#include "ops/op.h"
+
+static int unary(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  rc = mb_op_set(c, 0, x->dtype, x->rank, x->dims);
+  if (rc) return rc;
+  int64_t n;
+  const int64_t *v = mb_op_ivalues(c, 0, &n);
+  const char *op = c->node->op_type;
+  if (v && (!strcmp(op, "Identity") || !strcmp(op, "Neg") || !strcmp(op, "Abs"))) {
+    int64_t *o = malloc((size_t)(n ? n : 1) * sizeof *o);
+    if (!o) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
+    for (int64_t k = 0; k < n; k++)
+      o[k] = op[0] == 'I' ? v[k] : op[0] == 'N' ? -v[k] : (v[k] < 0 ? -v[k] : v[k]);
+    rc = mb_op_set_ivalues(c, 0, o, n);
+    free(o);
+  }
+  return rc;
+}
+
+/* Index of element k of an output of shape (r, od) in an input of shape t (broadcast). */
+static int64_t bcast_index(const mb_tinfo *t, int32_t r, const int64_t *od, int64_t k) {
+  int64_t idx = 0, stride = 1;
+  for (int32_t ax = r - 1; ax >= 0; ax--) {
+    int64_t coord = k % od[ax];
+    k /= od[ax];
+    int32_t ia = ax - (r - t->rank);
+    if (ia >= 0) {
+      if (t->dims[ia] != 1) idx += coord * stride;
+      stride *= t->dims[ia];
+    }
+  }
+  return idx;
+}
+
+typedef int64_t (*int_binop)(int64_t a, int64_t b, bool *ok);
+static int64_t op_add(int64_t a, int64_t b, bool *ok) { (void)ok; return (int64_t)((uint64_t)a + (uint64_t)b); }
+static int64_t op_sub(int64_t a, int64_t b, bool *ok) { (void)ok; return (int64_t)((uint64_t)a - (uint64_t)b); }
+static int64_t op_mul(int64_t a, int64_t b, bool *ok) { (void)ok; return (int64_t)((uint64_t)a * (uint64_t)b); }
+static int64_t op_div(int64_t a, int64_t b, bool *ok) {
+  if (b == 0 || (a == INT64_MIN && b == -1)) { *ok = false; return 0; }
+  return a / b;
+}
+static int64_t op_mod(int64_t a, int64_t b, bool *ok) {
+  if (b == 0 || (a == INT64_MIN && b == -1)) { *ok = false; return 0; }
+  int64_t m = a % b;
+  return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m; /* fmod=0: sign of the divisor */
+}
+static int64_t op_min(int64_t a, int64_t b, bool *ok) { (void)ok; return a < b ? a : b; }
+static int64_t op_max(int64_t a, int64_t b, bool *ok) { (void)ok; return a > b ? a : b; }
+static int64_t op_eq(int64_t a, int64_t b, bool *ok) { (void)ok; return a == b; }
+static int64_t op_lt(int64_t a, int64_t b, bool *ok) { (void)ok; return a < b; }
+static int64_t op_gt(int64_t a, int64_t b, bool *ok) { (void)ok; return a > b; }
+static int64_t op_le(int64_t a, int64_t b, bool *ok) { (void)ok; return a <= b; }
+static int64_t op_ge(int64_t a, int64_t b, bool *ok) { (void)ok; return a >= b; }
+static int64_t op_and(int64_t a, int64_t b, bool *ok) { (void)ok; return a && b; }
+static int64_t op_or(int64_t a, int64_t b, bool *ok) { (void)ok; return a || b; }
+static int64_t op_xor(int64_t a, int64_t b, bool *ok) { (void)ok; return !a != !b; }
+
+typedef struct binop_rule {
+  const char *op;
+  int_binop fn;
+  bool bool_out;
+} binop_rule;
+
+static const binop_rule binops[] = {
+  {"Add", op_add, false}, {"Sub", op_sub, false}, {"Mul", op_mul, false},
+  {"Div", op_div, false}, {"Mod", op_mod, false}, {"Min", op_min, false},
+  {"Max", op_max, false}, {"Sum", op_add, false}, {"Pow", NULL, false},
+  {"Mean", NULL, false}, {"PRelu", NULL, false}, {"BitShift", NULL, false},
+  {"BitwiseAnd", NULL, false}, {"BitwiseOr", NULL, false}, {"BitwiseXor", NULL, false},
+  {"Equal", op_eq, true}, {"Less", op_lt, true}, {"Greater", op_gt, true},
+  {"LessOrEqual", op_le, true}, {"GreaterOrEqual", op_ge, true},
+  {"And", op_and, true}, {"Or", op_or, true}, {"Xor", op_xor, true},
+};
+
+static const binop_rule *find_binop(const char *op) {
+  for (size_t i = 0; i < sizeof binops / sizeof binops[0]; i++)
+    if (!strcmp(binops[i].op, op)) return &binops[i];
+  return NULL;
+}
+
+/* Broadcast all inputs (variadic Sum/Min/Max/Mean included); fold integer values. */
+static int broadcast_op(mb_op_ctx *c) {
+  const binop_rule *rule = find_binop(c->node->op_type);
+  const mb_tinfo *first;
+  int rc = mb_op_input(c, 0, &first);
+  if (rc) return rc;
+  mb_tinfo acc = *first;
+  int64_t dims[MB_MAX_RANK];
+  memcpy(dims, first->dims, (size_t)first->rank * sizeof *dims);
+  acc.dims = dims;
+  for (int32_t i = 1; i < c->n_in; i++) {
+    const mb_tinfo *x;
+    if ((rc = mb_op_input(c, i, &x))) return rc;
+    int32_t r;
+    int64_t out[MB_MAX_RANK];
+    if ((rc = mb_op_broadcast(c, &acc, x, &r, out))) return rc;
+    memcpy(dims, out, (size_t)r * sizeof *dims);
+    acc.rank = r;
+  }
+  int32_t dtype = rule && rule->bool_out ? MB_DTYPE_BOOL : first->dtype;
+  if ((rc = mb_op_set(c, 0, dtype, acc.rank, dims))) return rc;
+  /* value folding for two known integer inputs */
+  if (!rule || !rule->fn || c->n_in != 2) return MB_OK;
+  int64_t na, nb;
+  const int64_t *a = mb_op_ivalues(c, 0, &na), *b = mb_op_ivalues(c, 1, &nb);
+  if (!a || !b) return MB_OK;
+  uint64_t n = mb_tinfo_numel(c->out[0]);
+  if (n > MB_SMALL_VALUE_MAX) return MB_OK;
+  int64_t *o = malloc((size_t)(n ? n : 1) * sizeof *o);
+  if (!o) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
+  bool ok = true;
+  for (uint64_t k = 0; k < n && ok; k++)
+    o[k] = rule->fn(a[bcast_index(c->in[0], acc.rank, dims, (int64_t)k)],
+                    b[bcast_index(c->in[1], acc.rank, dims, (int64_t)k)], &ok);
+  rc = ok ? mb_op_set_ivalues(c, 0, o, (int64_t)n) : MB_OK;
+  free(o);
+  return rc;
+}
+
+static int where_op(mb_op_ctx *c) {
+  const mb_tinfo *cond, *x, *y;
+  int rc;
+  if ((rc = mb_op_input(c, 0, &cond)) || (rc = mb_op_input(c, 1, &x)) || (rc = mb_op_input(c, 2, &y)))
+    return rc;
+  int32_t r1, r2;
+  int64_t d1[MB_MAX_RANK], d2[MB_MAX_RANK];
+  if ((rc = mb_op_broadcast(c, cond, x, &r1, d1))) return rc;
+  mb_tinfo tmp = {0, r1, d1, NULL};
+  if ((rc = mb_op_broadcast(c, &tmp, y, &r2, d2))) return rc;
+  if ((rc = mb_op_set(c, 0, x->dtype, r2, d2))) return rc;
+  int64_t nc, nx, ny;
+  const int64_t *vc = mb_op_ivalues(c, 0, &nc), *vx = mb_op_ivalues(c, 1, &nx),
+                *vy = mb_op_ivalues(c, 2, &ny);
+  uint64_t n = mb_tinfo_numel(c->out[0]);
+  if (!vc || !vx || !vy || n > MB_SMALL_VALUE_MAX) return MB_OK;
+  int64_t *o = malloc((size_t)(n ? n : 1) * sizeof *o);
+  if (!o) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
+  for (uint64_t k = 0; k < n; k++)
+    o[k] = vc[bcast_index(cond, r2, d2, (int64_t)k)] ? vx[bcast_index(x, r2, d2, (int64_t)k)]
+                                                    : vy[bcast_index(y, r2, d2, (int64_t)k)];
+  rc = mb_op_set_ivalues(c, 0, o, (int64_t)n);
+  free(o);
+  return rc;
+}
+
+static int not_op(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  return rc ? rc : mb_op_set(c, 0, MB_DTYPE_BOOL, x->rank, x->dims);
+}
+
+static int cast_op(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  int32_t to;
+  if (!strcmp(c->node->op_type, "CastLike")) {
+    if (c->n_in < 2 || !c->in[1]) return mb_op_fail(c, "CastLike needs a target input");
+    to = c->in[1]->dtype;
+  } else {
+    to = (int32_t)mb_op_attr_i(c, "to", 0);
+  }
+  if (mb_dtype_bits(to) == 0 && to != MB_DTYPE_STRING)
+    return mb_op_fail(c, "cast to unknown data type %d", (int)to);
+  if ((rc = mb_op_set(c, 0, to, x->rank, x->dims))) return rc;
+  int64_t n;
+  const int64_t *v = mb_op_ivalues(c, 0, &n);
+  if (v && mb_dtype_is_integer_like(to)) {
+    int64_t *o = malloc((size_t)(n ? n : 1) * sizeof *o);
+    if (!o) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
+    for (int64_t k = 0; k < n; k++) o[k] = to == MB_DTYPE_BOOL ? v[k] != 0 : v[k];
+    rc = mb_op_set_ivalues(c, 0, o, n);
+    free(o);
+  }
+  return rc;
+}
+
+static int dropout_op(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  if ((rc = mb_op_set(c, 0, x->dtype, x->rank, x->dims))) return rc;
+  return mb_op_set(c, 1, MB_DTYPE_BOOL, x->rank, x->dims); /* the mask */
+}
+
+#define UNARY(name) {"", name, 1, 1, unary}
+const mb_op_def mb_ops_elementwise[] = {
+  UNARY("Abs"), UNARY("Acos"), UNARY("Acosh"), UNARY("Asin"), UNARY("Asinh"), UNARY("Atan"),
+  UNARY("Atanh"), UNARY("Ceil"), UNARY("Celu"), UNARY("Clip"), UNARY("Cos"), UNARY("Cosh"),
+  UNARY("Elu"), UNARY("Erf"), UNARY("Exp"), UNARY("Floor"), UNARY("Gelu"), UNARY("HardSigmoid"),
+  UNARY("HardSwish"), UNARY("Identity"), UNARY("LeakyRelu"), UNARY("Log"), UNARY("Mish"),
+  UNARY("Neg"), UNARY("Reciprocal"), UNARY("Relu"), UNARY("Round"), UNARY("Selu"),
+  UNARY("Shrink"), UNARY("Sigmoid"), UNARY("Sign"), UNARY("Sin"), UNARY("Sinh"),
+  UNARY("Softplus"), UNARY("Softsign"), UNARY("Sqrt"), UNARY("Tan"), UNARY("Tanh"),
+  UNARY("ThresholdedRelu"), UNARY("BitwiseNot"),
+  {"", "Not", 1, 1, not_op}, {"", "IsNaN", 9, 1, not_op}, {"", "IsInf", 10, 1, not_op},
+  {"", "Add", 1, 2, broadcast_op}, {"", "Sub", 1, 2, broadcast_op},
+  {"", "Mul", 1, 2, broadcast_op}, {"", "Div", 1, 2, broadcast_op},
+  {"", "Mod", 10, 2, broadcast_op}, {"", "Pow", 1, 2, broadcast_op},
+  {"", "PRelu", 1, 2, broadcast_op}, {"", "BitShift", 11, 2, broadcast_op},
+  {"", "BitwiseAnd", 18, 2, broadcast_op}, {"", "BitwiseOr", 18, 2, broadcast_op},
+  {"", "BitwiseXor", 18, 2, broadcast_op},
+  {"", "Min", 1, 1, broadcast_op}, {"", "Max", 1, 1, broadcast_op},
+  {"", "Sum", 1, 1, broadcast_op}, {"", "Mean", 1, 1, broadcast_op},
+  {"", "Equal", 1, 2, broadcast_op}, {"", "Less", 1, 2, broadcast_op},
+  {"", "Greater", 1, 2, broadcast_op}, {"", "LessOrEqual", 12, 2, broadcast_op},
+  {"", "GreaterOrEqual", 12, 2, broadcast_op}, {"", "And", 1, 2, broadcast_op},
+  {"", "Or", 1, 2, broadcast_op}, {"", "Xor", 1, 2, broadcast_op},
+  {"", "Where", 9, 3, where_op},
+  {"", "Cast", 1, 1, cast_op}, {"", "CastLike", 15, 2, cast_op},
+  {"", "Dropout", 1, 1, dropout_op},
+};
+const size_t mb_ops_elementwise_count = sizeof mb_ops_elementwise / sizeof mb_ops_elementwise[0];

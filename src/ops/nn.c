@@ -1,0 +1,221 @@
+/* Neural-network ops: convolution, pooling, normalisation, Gemm/MatMul, Flatten, Softmax. */
+#include <string.h>
+
+#include "ops/op.h"
+
+static int same_shape(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  return rc ? rc : mb_op_set(c, 0, x->dtype, x->rank, x->dims);
+}
+
+/* Spatial output sizes shared by Conv and the pools. */
+static int spatial(mb_op_ctx *c, const mb_tinfo *x, const int64_t *kernel, int32_t nsp,
+                   bool ceil_mode, int64_t *out) {
+  const int64_t *strides, *dil, *pads;
+  uint64_t ns = mb_op_attr_ints(c, "strides", &strides);
+  uint64_t nd = mb_op_attr_ints(c, "dilations", &dil);
+  uint64_t np = mb_op_attr_ints(c, "pads", &pads);
+  if ((ns && ns != (uint64_t)nsp) || (nd && nd != (uint64_t)nsp) || (np && np != 2 * (uint64_t)nsp))
+    return mb_op_fail(c, "strides/dilations/pads do not match %d spatial axes", (int)nsp);
+  const mb_attr *ap = mb_op_attr(c, "auto_pad");
+  const char *auto_pad = ap && ap->s ? ap->s : "NOTSET";
+  for (int32_t i = 0; i < nsp; i++) {
+    int64_t in = x->dims[2 + i], s = ns ? strides[i] : 1, d = nd ? dil[i] : 1, k = kernel[i];
+    if (s <= 0 || d <= 0 || k <= 0)
+      return mb_op_fail(c, "non-positive stride, dilation or kernel on spatial axis %d", (int)i);
+    int64_t span = d * (k - 1) + 1;
+    if (!strcmp(auto_pad, "SAME_UPPER") || !strcmp(auto_pad, "SAME_LOWER")) {
+      out[i] = (in + s - 1) / s;
+    } else if (!strcmp(auto_pad, "VALID")) {
+      out[i] = in >= span ? (in - span) / s + 1 : 0;
+    } else {
+      int64_t padded = in + (np ? pads[i] + pads[i + nsp] : 0);
+      if (padded < span)
+        return mb_op_fail(c, "kernel extent %lld exceeds the padded input %lld on spatial axis %d",
+                          (long long)span, (long long)padded, (int)i);
+      out[i] = ceil_mode ? (padded - span + s - 1) / s + 1 : (padded - span) / s + 1;
+      /* a last window that would start entirely in the end padding is dropped */
+      if (ceil_mode && (out[i] - 1) * s >= in + (np ? pads[i] : 0)) out[i]--;
+    }
+  }
+  return MB_OK;
+}
+
+static int conv(mb_op_ctx *c) {
+  const mb_tinfo *x, *w;
+  int rc;
+  if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &w))) return rc;
+  if (x->rank < 3 || w->rank != x->rank)
+    return mb_op_fail(c, "input rank %d and weight rank %d do not make a convolution", (int)x->rank, (int)w->rank);
+  int32_t nsp = x->rank - 2;
+  int64_t group = mb_op_attr_i(c, "group", 1);
+  if (group <= 0 || x->dims[1] != w->dims[1] * group)
+    return mb_op_fail(c, "input has %lld channels but weight expects %lld x group %lld",
+                      (long long)x->dims[1], (long long)w->dims[1], (long long)group);
+  const int64_t *ks;
+  uint64_t nk = mb_op_attr_ints(c, "kernel_shape", &ks);
+  int64_t dims[MB_MAX_RANK];
+  dims[0] = x->dims[0];
+  dims[1] = w->dims[0];
+  if ((rc = spatial(c, x, nk ? ks : w->dims + 2, nsp, false, dims + 2))) return rc;
+  return mb_op_set(c, 0, x->dtype, x->rank, dims);
+}
+
+static int conv_transpose(mb_op_ctx *c) {
+  const mb_tinfo *x, *w;
+  int rc;
+  if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &w))) return rc;
+  if (x->rank < 3 || w->rank != x->rank) return mb_op_fail(c, "input/weight ranks do not match");
+  int32_t nsp = x->rank - 2;
+  int64_t group = mb_op_attr_i(c, "group", 1);
+  int64_t dims[MB_MAX_RANK];
+  dims[0] = x->dims[0];
+  dims[1] = w->dims[1] * group;
+  const int64_t *os, *strides, *dil, *pads, *opad, *ks;
+  uint64_t nos = mb_op_attr_ints(c, "output_shape", &os);
+  uint64_t ns = mb_op_attr_ints(c, "strides", &strides), nd = mb_op_attr_ints(c, "dilations", &dil);
+  uint64_t np = mb_op_attr_ints(c, "pads", &pads), nop = mb_op_attr_ints(c, "output_padding", &opad);
+  uint64_t nk = mb_op_attr_ints(c, "kernel_shape", &ks);
+  const mb_attr *ap = mb_op_attr(c, "auto_pad");
+  bool same = ap && ap->s && !strncmp(ap->s, "SAME", 4);
+  for (int32_t i = 0; i < nsp; i++) {
+    int64_t s = ns ? strides[i] : 1, d = nd ? dil[i] : 1, k = nk ? ks[i] : w->dims[2 + i];
+    if (nos) dims[2 + i] = os[nos - (uint64_t)nsp + (uint64_t)i];
+    else if (same) dims[2 + i] = x->dims[2 + i] * s;
+    else
+      dims[2 + i] = s * (x->dims[2 + i] - 1) + (nop ? opad[i] : 0) + (k - 1) * d + 1 -
+                    (np ? pads[i] + pads[i + nsp] : 0);
+  }
+  return mb_op_set(c, 0, x->dtype, x->rank, dims);
+}
+
+static int pool(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  const int64_t *ks;
+  uint64_t nk = mb_op_attr_ints(c, "kernel_shape", &ks);
+  if (x->rank < 3 || nk != (uint64_t)(x->rank - 2))
+    return mb_op_fail(c, "kernel_shape has %llu entries for an input of rank %d",
+                      (unsigned long long)nk, (int)x->rank);
+  int64_t dims[MB_MAX_RANK];
+  dims[0] = x->dims[0];
+  dims[1] = x->dims[1];
+  if ((rc = spatial(c, x, ks, x->rank - 2, mb_op_attr_i(c, "ceil_mode", 0) != 0, dims + 2))) return rc;
+  if ((rc = mb_op_set(c, 0, x->dtype, x->rank, dims))) return rc;
+  return mb_op_set(c, 1, MB_DTYPE_INT64, x->rank, dims); /* MaxPool indices */
+}
+
+static int global_pool(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  int64_t dims[MB_MAX_RANK];
+  for (int32_t k = 0; k < x->rank; k++) dims[k] = k < 2 ? x->dims[k] : 1;
+  return mb_op_set(c, 0, x->dtype, x->rank, dims);
+}
+
+static int batch_norm(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  if ((rc = mb_op_set(c, 0, x->dtype, x->rank, x->dims))) return rc;
+  int64_t ch = x->rank > 1 ? x->dims[1] : 1;
+  for (int32_t o = 1; o < c->n_out && o < 5; o++) {
+    const mb_tinfo *stat = c->n_in > 3 && c->in[3] ? c->in[3] : x;
+    if ((rc = mb_op_set(c, o, stat->dtype, 1, &ch))) return rc;
+  }
+  return MB_OK;
+}
+
+static int layer_norm(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  int32_t axis;
+  if ((rc = mb_op_axis(c, mb_op_attr_i(c, "axis", -1), x->rank, &axis))) return rc;
+  if ((rc = mb_op_set(c, 0, x->dtype, x->rank, x->dims))) return rc;
+  int64_t dims[MB_MAX_RANK];
+  for (int32_t k = 0; k < x->rank; k++) dims[k] = k < axis ? x->dims[k] : 1;
+  int32_t stash = (int32_t)mb_op_attr_i(c, "stash_type", MB_DTYPE_FLOAT);
+  if ((rc = mb_op_set(c, 1, stash, x->rank, dims))) return rc;
+  return mb_op_set(c, 2, stash, x->rank, dims);
+}
+
+static int gemm(mb_op_ctx *c) {
+  const mb_tinfo *a, *b;
+  int rc;
+  if ((rc = mb_op_input(c, 0, &a)) || (rc = mb_op_input(c, 1, &b))) return rc;
+  if (a->rank != 2 || b->rank != 2) return mb_op_fail(c, "Gemm needs rank-2 inputs, got %d and %d", (int)a->rank, (int)b->rank);
+  bool ta = mb_op_attr_i(c, "transA", 0) != 0, tb = mb_op_attr_i(c, "transB", 0) != 0;
+  int64_t m = a->dims[ta ? 1 : 0], k1 = a->dims[ta ? 0 : 1];
+  int64_t k2 = b->dims[tb ? 1 : 0], n = b->dims[tb ? 0 : 1];
+  if (k1 != k2) {
+    char sa[128], sb[128];
+    return mb_op_fail(c, "inner dims differ: A %s%s, B %s%s", mb_shape_str(sa, sizeof sa, a),
+                      ta ? " (transposed)" : "", mb_shape_str(sb, sizeof sb, b), tb ? " (transposed)" : "");
+  }
+  int64_t dims[2] = {m, n};
+  return mb_op_set(c, 0, a->dtype, 2, dims);
+}
+
+static int matmul(mb_op_ctx *c) {
+  const mb_tinfo *a, *b;
+  int rc;
+  if ((rc = mb_op_input(c, 0, &a)) || (rc = mb_op_input(c, 1, &b))) return rc;
+  if (a->rank == 0 || b->rank == 0) return mb_op_fail(c, "MatMul of a scalar");
+  /* promote 1-D operands, as numpy.matmul does */
+  int64_t ad[MB_MAX_RANK + 1], bd[MB_MAX_RANK + 1];
+  int32_t ar = a->rank, br = b->rank;
+  memcpy(ad, a->dims, (size_t)ar * sizeof *ad);
+  memcpy(bd, b->dims, (size_t)br * sizeof *bd);
+  if (ar == 1) { ad[1] = ad[0]; ad[0] = 1; ar = 2; }
+  if (br == 1) { bd[1] = 1; br = 2; }
+  if (ad[ar - 1] != bd[br - 2]) {
+    char sa[256], sb[256];
+    return mb_op_fail(c, "inner dims differ: %s x %s", mb_shape_str(sa, sizeof sa, a),
+                      mb_shape_str(sb, sizeof sb, b));
+  }
+  mb_tinfo ba = {0, ar - 2, ad, NULL}, bb = {0, br - 2, bd, NULL};
+  int32_t r;
+  int64_t dims[MB_MAX_RANK + 2];
+  if ((rc = mb_op_broadcast(c, &ba, &bb, &r, dims))) return rc;
+  if (a->rank > 1) dims[r++] = ad[ar - 2];
+  if (b->rank > 1) dims[r++] = bd[br - 1];
+  return mb_op_set(c, 0, a->dtype, r, dims);
+}
+
+static int flatten(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  int64_t axis = mb_op_attr_i(c, "axis", 1);
+  if (axis < 0) axis += x->rank;
+  if (axis < 0 || axis > x->rank) return mb_op_fail(c, "axis %lld out of range", (long long)axis);
+  int64_t dims[2] = {1, 1};
+  for (int32_t k = 0; k < x->rank; k++) dims[k < axis ? 0 : 1] *= x->dims[k];
+  return mb_op_set(c, 0, x->dtype, 2, dims);
+}
+
+const mb_op_def mb_ops_nn[] = {
+  {"", "Conv", 1, 2, conv},
+  {"", "ConvTranspose", 1, 2, conv_transpose},
+  {"", "MaxPool", 1, 1, pool},
+  {"", "AveragePool", 1, 1, pool},
+  {"", "LpPool", 1, 1, pool},
+  {"", "GlobalAveragePool", 1, 1, global_pool},
+  {"", "GlobalMaxPool", 1, 1, global_pool},
+  {"", "GlobalLpPool", 2, 1, global_pool},
+  {"", "BatchNormalization", 1, 5, batch_norm},
+  {"", "InstanceNormalization", 1, 3, same_shape},
+  {"", "LayerNormalization", 17, 2, layer_norm},
+  {"", "LRN", 1, 1, same_shape},
+  {"", "Gemm", 1, 2, gemm},
+  {"", "MatMul", 1, 2, matmul},
+  {"", "Flatten", 1, 1, flatten},
+  {"", "Softmax", 1, 1, same_shape},
+  {"", "LogSoftmax", 1, 1, same_shape},
+  {"", "Hardmax", 1, 1, same_shape},
+};
+const size_t mb_ops_nn_count = sizeof mb_ops_nn / sizeof mb_ops_nn[0];

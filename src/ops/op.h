@@ -1,0 +1,81 @@
+/* The operator table: one entry per (domain, op type, since-version) with its shape rule.
+ * Adding an op is adding an entry to the table of its family file and tests for it. Later stages
+ * add the autograd rule (what backward saves and allocates) to the same entry. */
+#ifndef MB_OPS_OP_H
+#define MB_OPS_OP_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/graph.h"
+#include "util/arena.h"
+#include "util/diag.h"
+
+/* What inference knows about one tensor at one set of dim values. */
+typedef struct mb_tinfo {
+  int32_t dtype;          /* mb_dtype, 0 while unknown */
+  int32_t rank;           /* -1 while unknown */
+  int64_t *dims;          /* rank concrete dims (>= 0) */
+  mb_small_values *val;   /* values of a small numeric tensor when known (shape arithmetic) */
+} mb_tinfo;
+
+typedef struct mb_op_ctx {
+  mb_arena *arena;        /* per-evaluation memory */
+  mb_diag *d;
+  const mb_node *node;
+  int64_t opset;          /* of the node's domain */
+  int32_t n_in, n_out;
+  const mb_tinfo *const *in; /* NULL where an optional input is omitted */
+  mb_tinfo *const *out;      /* NULL where an optional output is omitted */
+} mb_op_ctx;
+
+typedef int (*mb_shape_fn)(mb_op_ctx *c);
+
+typedef struct mb_op_def {
+  const char *domain;     /* "" = ai.onnx */
+  const char *op_type;
+  int32_t since;          /* first opset version this entry applies to */
+  int32_t min_inputs;
+  mb_shape_fn shape;
+} mb_op_def;
+
+/* The entry for a node's op at an opset: the one with the largest since <= opset, or NULL. */
+const mb_op_def *mb_op_find(const char *domain, const char *op_type, int64_t opset);
+/* Every entry, for `membudget ops`. */
+size_t mb_op_count(void);
+const mb_op_def *mb_op_at(size_t i);
+
+/* ---- helpers for shape rules (ops/op_util.c) ---- */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+int mb_op_fail(mb_op_ctx *c, const char *fmt, ...); /* "node 'n' (Op): ..." */
+const mb_attr *mb_op_attr(const mb_op_ctx *c, const char *name);
+int64_t mb_op_attr_i(const mb_op_ctx *c, const char *name, int64_t dflt);
+float mb_op_attr_f(const mb_op_ctx *c, const char *name, float dflt);
+/* ints attribute; returns count (0 if absent) and sets *v */
+uint64_t mb_op_attr_ints(const mb_op_ctx *c, const char *name, const int64_t **v);
+/* Required input i with known rank, or an error naming the node. */
+int mb_op_input(mb_op_ctx *c, int32_t i, const mb_tinfo **t);
+/* Set output i (ignored when omitted): copies dims. */
+int mb_op_set(mb_op_ctx *c, int32_t i, int32_t dtype, int32_t rank, const int64_t *dims);
+/* Give output i known integer values (it must be set first, numel == n). */
+int mb_op_set_ivalues(mb_op_ctx *c, int32_t i, const int64_t *v, int64_t n);
+/* Multidirectional (numpy) broadcast of two shapes into out (MB_MAX_RANK entries). */
+int mb_op_broadcast(mb_op_ctx *c, const mb_tinfo *a, const mb_tinfo *b, int32_t *rank, int64_t *out);
+/* Normalise a possibly negative axis for a given rank; error naming the node if out of range. */
+int mb_op_axis(mb_op_ctx *c, int64_t axis, int32_t rank, int32_t *out);
+/* "[2, 3, 4]" into buf for messages. */
+const char *mb_shape_str(char *buf, size_t size, const mb_tinfo *t);
+uint64_t mb_tinfo_numel(const mb_tinfo *t);
+/* Values of input i as integers when known (NULL otherwise). */
+const int64_t *mb_op_ivalues(const mb_op_ctx *c, int32_t i, int64_t *n);
+
+/* Family tables (one file each). */
+#define MB_OP_FAMILY(name) \
+  extern const mb_op_def mb_ops_##name[]; \
+  extern const size_t mb_ops_##name##_count;
+MB_OP_FAMILY(elementwise)
+MB_OP_FAMILY(nn)
+MB_OP_FAMILY(tensor)
+#endif

@@ -1,0 +1,122 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/op.h"
+
+int mb_op_fail(mb_op_ctx *c, const char *fmt, ...) {
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return mb_fail(c->d, MB_E_INVALID_MODEL, "node '%s' (%s): %s", c->node->name,
+                 c->node->op_type, msg);
+}
+
+const mb_attr *mb_op_attr(const mb_op_ctx *c, const char *name) {
+  for (int32_t i = 0; i < c->node->n_attrs; i++)
+    if (!strcmp(c->node->attrs[i].name, name)) return &c->node->attrs[i];
+  return NULL;
+}
+
+int64_t mb_op_attr_i(const mb_op_ctx *c, const char *name, int64_t dflt) {
+  const mb_attr *a = mb_op_attr(c, name);
+  return a ? a->i : dflt;
+}
+
+float mb_op_attr_f(const mb_op_ctx *c, const char *name, float dflt) {
+  const mb_attr *a = mb_op_attr(c, name);
+  return a ? a->f : dflt;
+}
+
+uint64_t mb_op_attr_ints(const mb_op_ctx *c, const char *name, const int64_t **v) {
+  const mb_attr *a = mb_op_attr(c, name);
+  *v = a ? a->ints : NULL;
+  return a ? a->n_ints : 0;
+}
+
+int mb_op_input(mb_op_ctx *c, int32_t i, const mb_tinfo **t) {
+  if (i >= c->n_in || !c->in[i]) return mb_op_fail(c, "input %d is missing", (int)i);
+  if (c->in[i]->rank < 0) return mb_op_fail(c, "the shape of input %d is unknown", (int)i);
+  *t = c->in[i];
+  return MB_OK;
+}
+
+uint64_t mb_tinfo_numel(const mb_tinfo *t) {
+  uint64_t n = 1;
+  for (int32_t k = 0; k < t->rank; k++) n *= (uint64_t)t->dims[k];
+  return n;
+}
+
+int mb_op_set(mb_op_ctx *c, int32_t i, int32_t dtype, int32_t rank, const int64_t *dims) {
+  if (i >= c->n_out || !c->out[i]) return MB_OK;
+  if (rank < 0 || rank > MB_MAX_RANK) return mb_op_fail(c, "output %d would have rank %d", (int)i, (int)rank);
+  mb_tinfo *t = c->out[i];
+  uint64_t numel = 1;
+  for (int32_t k = 0; k < rank; k++) {
+    if (dims[k] < 0) return mb_op_fail(c, "output %d would have a negative dim on axis %d", (int)i, (int)k);
+    if (dims[k] && numel > (MB_MAX_TENSOR_BYTES / 16) / (uint64_t)dims[k])
+      return mb_fail(c->d, MB_E_LIMIT, "node '%s' (%s): output %d would have an absurd size",
+                     c->node->name, c->node->op_type, (int)i);
+    numel *= (uint64_t)dims[k];
+  }
+  t->dtype = dtype;
+  t->rank = rank;
+  t->dims = mb_arena_array(c->arena, rank ? (size_t)rank : 1, sizeof(int64_t));
+  if (!t->dims) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
+  if (rank) memcpy(t->dims, dims, (size_t)rank * sizeof(int64_t));
+  t->val = NULL;
+  return MB_OK;
+}
+
+int mb_op_set_ivalues(mb_op_ctx *c, int32_t i, const int64_t *v, int64_t n) {
+  if (i >= c->n_out || !c->out[i]) return MB_OK;
+  mb_small_values *sv = mb_arena_alloc(c->arena, sizeof *sv);
+  int64_t *copy = mb_arena_array(c->arena, n ? (size_t)n : 1, sizeof(int64_t));
+  if (!sv || !copy) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
+  if (n) memcpy(copy, v, (size_t)n * sizeof(int64_t));
+  sv->count = n;
+  sv->i = copy;
+  c->out[i]->val = sv;
+  return MB_OK;
+}
+
+const int64_t *mb_op_ivalues(const mb_op_ctx *c, int32_t i, int64_t *n) {
+  if (i >= c->n_in || !c->in[i] || !c->in[i]->val || c->in[i]->val->is_float) return NULL;
+  *n = c->in[i]->val->count;
+  return c->in[i]->val->i;
+}
+
+const char *mb_shape_str(char *buf, size_t size, const mb_tinfo *t) {
+  size_t o = (size_t)snprintf(buf, size, "[");
+  for (int32_t k = 0; k < t->rank && o < size; k++)
+    o += (size_t)snprintf(buf + o, size - o, "%s%lld", k ? ", " : "", (long long)t->dims[k]);
+  if (o < size) snprintf(buf + o, size - o, "]");
+  return buf;
+}
+
+int mb_op_broadcast(mb_op_ctx *c, const mb_tinfo *a, const mb_tinfo *b, int32_t *rank, int64_t *out) {
+  int32_t r = a->rank > b->rank ? a->rank : b->rank;
+  for (int32_t k = 0; k < r; k++) {
+    int32_t ia = k - (r - a->rank), ib = k - (r - b->rank);
+    int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+    if (da == db || db == 1) out[k] = da;
+    else if (da == 1) out[k] = db;
+    else {
+      char sa[256], sb[256];
+      return mb_op_fail(c, "shapes %s and %s do not broadcast (axis %d: %lld vs %lld)",
+                        mb_shape_str(sa, sizeof sa, a), mb_shape_str(sb, sizeof sb, b), (int)k,
+                        (long long)da, (long long)db);
+    }
+  }
+  *rank = r;
+  return MB_OK;
+}
+
+int mb_op_axis(mb_op_ctx *c, int64_t axis, int32_t rank, int32_t *out) {
+  if (axis < -(int64_t)rank || axis >= (int64_t)(rank ? rank : 1))
+    return mb_op_fail(c, "axis %lld is out of range for rank %d", (long long)axis, (int)rank);
+  *out = (int32_t)(axis < 0 ? axis + rank : axis);
+  return MB_OK;
+}

@@ -1,0 +1,53 @@
+/* Lookup over the family tables. */
+#include <string.h>
+
+#include "ops/op.h"
+
+typedef struct family {
+  const mb_op_def *defs;
+  const size_t *count;
+} family;
+
+static const family families[] = {
+  {mb_ops_elementwise, &mb_ops_elementwise_count},
+  {mb_ops_nn, &mb_ops_nn_count},
+  {mb_ops_tensor, &mb_ops_tensor_count},
+};
+#define N_FAMILIES (sizeof families / sizeof families[0])
+
+const mb_op_def *mb_op_find(const char *domain, const char *op_type, int64_t opset) {
+  const mb_op_def *best = NULL;
+  if (!strcmp(domain, "ai.onnx")) domain = "";
+  for (size_t f = 0; f < N_FAMILIES; f++)
+    for (size_t i = 0; i < *families[f].count; i++) {
+      const mb_op_def *d = &families[f].defs[i];
+      if (strcmp(d->op_type, op_type) || strcmp(d->domain, domain) || d->since > opset) continue;
+      if (!best || d->since > best->since) best = d;
+    }
+  return best;
+}
+
+size_t mb_op_count(void) {
+  size_t n = 0;
+  for (size_t f = 0; f < N_FAMILIES; f++) n += *families[f].count;
+  return n;
+}
+
+const mb_op_def *mb_op_at(size_t i) {
+  for (size_t f = 0; f < N_FAMILIES; f++) {
+    if (i < *families[f].count) return &families[f].defs[i];
+    i -= *families[f].count;
+  }
+  return NULL;
+}
+
+MB_API size_t mb_ops_num(void) { return mb_op_count(); }
+
+MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *since) {
+  const mb_op_def *d = mb_op_at(i);
+  if (!d) return MB_E_RANGE;
+  if (domain) *domain = d->domain;
+  if (op_type) *op_type = d->op_type;
+  if (since) *since = d->since;
+  return MB_OK;
+}

@@ -1,0 +1,413 @@
+/* Tensor-manipulation ops with value propagation: Constant, Shape, Size, Reshape, Transpose,
+ * (Un)Squeeze, Concat, Gather, Slice, Expand, ConstantOfShape, Range, Split. These are the
+ * Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains exporters emit. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx/dtype.h"
+#include "ops/op.h"
+
+static int oom(mb_op_ctx *c) { return mb_fail(c->d, MB_E_NOMEM, "out of memory"); }
+
+static int constant(mb_op_ctx *c) {
+  const mb_attr *a = mb_op_attr(c, "value");
+  if (a && a->t) {
+    const mb_const_tensor *t = a->t;
+    int rc = mb_op_set(c, 0, t->dtype, t->rank, t->dims);
+    if (!rc && t->values && c->out[0]) c->out[0]->val = t->values;
+    return rc;
+  }
+  if ((a = mb_op_attr(c, "value_int"))) {
+    int rc = mb_op_set(c, 0, MB_DTYPE_INT64, 0, NULL);
+    return rc ? rc : mb_op_set_ivalues(c, 0, &a->i, 1);
+  }
+  if ((a = mb_op_attr(c, "value_ints"))) {
+    int64_t n = (int64_t)a->n_ints;
+    int rc = mb_op_set(c, 0, MB_DTYPE_INT64, 1, &n);
+    return rc ? rc : mb_op_set_ivalues(c, 0, a->ints, n);
+  }
+  if ((a = mb_op_attr(c, "value_float"))) return mb_op_set(c, 0, MB_DTYPE_FLOAT, 0, NULL);
+  if ((a = mb_op_attr(c, "value_floats"))) {
+    int64_t n = (int64_t)a->n_floats;
+    return mb_op_set(c, 0, MB_DTYPE_FLOAT, 1, &n);
+  }
+  if ((a = mb_op_attr(c, "value_string"))) return mb_op_set(c, 0, MB_DTYPE_STRING, 0, NULL);
+  if ((a = mb_op_attr(c, "value_strings"))) {
+    int64_t n = (int64_t)a->n_strings;
+    return mb_op_set(c, 0, MB_DTYPE_STRING, 1, &n);
+  }
+  return mb_op_fail(c, "Constant without a value attribute");
+}
+
+static int shape_op(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  int64_t r = x->rank, start = mb_op_attr_i(c, "start", 0), end = mb_op_attr_i(c, "end", r);
+  if (start < 0) start += r;
+  if (end < 0) end += r;
+  start = start < 0 ? 0 : start > r ? r : start;
+  end = end < 0 ? 0 : end > r ? r : end;
+  int64_t n = end > start ? end - start : 0;
+  if ((rc = mb_op_set(c, 0, MB_DTYPE_INT64, 1, &n))) return rc;
+  return mb_op_set_ivalues(c, 0, x->dims + start, n);
+}
+
+static int size_op(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  int64_t n = (int64_t)mb_tinfo_numel(x);
+  if ((rc = mb_op_set(c, 0, MB_DTYPE_INT64, 0, NULL))) return rc;
+  return mb_op_set_ivalues(c, 0, &n, 1);
+}
+
+/* Copy values through an op that keeps element order (Reshape, Squeeze, Unsqueeze, Identity). */
+static int pass_values(mb_op_ctx *c) {
+  if (c->n_out > 0 && c->out[0] && c->in[0] && c->in[0]->val) c->out[0]->val = c->in[0]->val;
+  return MB_OK;
+}
+
+static int reshape(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  const int64_t *shape;
+  int64_t n;
+  if (c->opset < 5) {
+    uint64_t ns = mb_op_attr_ints(c, "shape", &shape);
+    n = (int64_t)ns;
+  } else if (!(shape = mb_op_ivalues(c, 1, &n))) {
+    return mb_op_fail(c, "the target shape is not known statically");
+  }
+  if (n > MB_MAX_RANK) return mb_op_fail(c, "target rank %lld is too large", (long long)n);
+  bool allowzero = mb_op_attr_i(c, "allowzero", 0) != 0;
+  int64_t dims[MB_MAX_RANK];
+  int64_t known = 1, infer = -1;
+  for (int64_t k = 0; k < n; k++) {
+    dims[k] = shape[k];
+    if (shape[k] == 0 && !allowzero) {
+      if (k >= x->rank) return mb_op_fail(c, "0 in the target shape copies a missing axis %lld", (long long)k);
+      dims[k] = x->dims[k];
+    }
+    if (dims[k] == -1) {
+      if (infer >= 0) return mb_op_fail(c, "more than one -1 in the target shape");
+      infer = k;
+    } else if (dims[k] < 0) {
+      return mb_op_fail(c, "invalid target dim %lld", (long long)dims[k]);
+    } else {
+      known *= dims[k];
+    }
+  }
+  uint64_t total = mb_tinfo_numel(x);
+  char sx[256];
+  if (infer >= 0) {
+    if (known == 0 || total % (uint64_t)known)
+      return mb_op_fail(c, "cannot reshape %s (%llu elements) with a -1 into %lld-element blocks",
+                        mb_shape_str(sx, sizeof sx, x), (unsigned long long)total, (long long)known);
+    dims[infer] = (int64_t)(total / (uint64_t)known);
+  } else if ((uint64_t)known != total) {
+    mb_tinfo target = {0, (int32_t)n, dims, NULL};
+    char st[256];
+    return mb_op_fail(c, "cannot reshape %s (%llu elements) into %s (%lld elements)",
+                      mb_shape_str(sx, sizeof sx, x), (unsigned long long)total,
+                      mb_shape_str(st, sizeof st, &target), (long long)known);
+  }
+  if ((rc = mb_op_set(c, 0, x->dtype, (int32_t)n, dims))) return rc;
+  return pass_values(c);
+}
+
+static int transpose(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  const int64_t *perm;
+  uint64_t np = mb_op_attr_ints(c, "perm", &perm);
+  int64_t dims[MB_MAX_RANK];
+  bool used[MB_MAX_RANK] = {false};
+  if (np && np != (uint64_t)x->rank) return mb_op_fail(c, "perm has %llu entries for rank %d", (unsigned long long)np, (int)x->rank);
+  for (int32_t k = 0; k < x->rank; k++) {
+    int64_t p = np ? perm[k] : x->rank - 1 - k;
+    if (p < 0 || p >= x->rank || used[p]) return mb_op_fail(c, "perm is not a permutation");
+    used[p] = true;
+    dims[k] = x->dims[p];
+  }
+  return mb_op_set(c, 0, x->dtype, x->rank, dims);
+}
+
+/* Axes from the attribute (older opsets) or from input 1. n = -1 when absent. */
+static int get_axes(mb_op_ctx *c, int64_t attr_until, const int64_t **axes, int64_t *n) {
+  if (c->opset < attr_until) {
+    *n = (int64_t)mb_op_attr_ints(c, "axes", axes);
+    if (!*n && !mb_op_attr(c, "axes")) *n = -1;
+    return MB_OK;
+  }
+  if (c->n_in < 2 || !c->in[1]) { *n = -1; return MB_OK; }
+  if (!(*axes = mb_op_ivalues(c, 1, n))) return mb_op_fail(c, "the axes input is not known statically");
+  return MB_OK;
+}
+
+static int unsqueeze(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  const int64_t *axes;
+  int64_t n;
+  if ((rc = get_axes(c, 13, &axes, &n))) return rc;
+  if (n < 0) return mb_op_fail(c, "Unsqueeze without axes");
+  int32_t r = x->rank + (int32_t)n;
+  if (r > MB_MAX_RANK) return mb_op_fail(c, "rank too large");
+  bool ins[MB_MAX_RANK] = {false};
+  for (int64_t k = 0; k < n; k++) {
+    int32_t a;
+    if ((rc = mb_op_axis(c, axes[k], r, &a))) return rc;
+    if (ins[a]) return mb_op_fail(c, "axis %lld repeated", (long long)axes[k]);
+    ins[a] = true;
+  }
+  int64_t dims[MB_MAX_RANK];
+  for (int32_t k = 0, j = 0; k < r; k++) dims[k] = ins[k] ? 1 : x->dims[j++];
+  if ((rc = mb_op_set(c, 0, x->dtype, r, dims))) return rc;
+  return pass_values(c);
+}
+
+static int squeeze(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  const int64_t *axes;
+  int64_t n;
+  if ((rc = get_axes(c, 13, &axes, &n))) return rc;
+  bool drop[MB_MAX_RANK] = {false};
+  for (int32_t k = 0; k < x->rank; k++) drop[k] = n < 0 && x->dims[k] == 1;
+  for (int64_t k = 0; k < n; k++) {
+    int32_t a;
+    if ((rc = mb_op_axis(c, axes[k], x->rank, &a))) return rc;
+    if (x->dims[a] != 1) return mb_op_fail(c, "cannot squeeze axis %d of size %lld", (int)a, (long long)x->dims[a]);
+    drop[a] = true;
+  }
+  int64_t dims[MB_MAX_RANK];
+  int32_t r = 0;
+  for (int32_t k = 0; k < x->rank; k++) if (!drop[k]) dims[r++] = x->dims[k];
+  if ((rc = mb_op_set(c, 0, x->dtype, r, dims))) return rc;
+  return pass_values(c);
+}
+
+static int concat(mb_op_ctx *c) {
+  const mb_tinfo *first;
+  int rc = mb_op_input(c, 0, &first);
+  if (rc) return rc;
+  int32_t axis;
+  if ((rc = mb_op_axis(c, mb_op_attr_i(c, "axis", 0), first->rank, &axis))) return rc;
+  int64_t dims[MB_MAX_RANK];
+  memcpy(dims, first->dims, (size_t)first->rank * sizeof *dims);
+  bool values = true;
+  int64_t nvals = 0;
+  for (int32_t i = 0; i < c->n_in; i++) {
+    const mb_tinfo *x;
+    if ((rc = mb_op_input(c, i, &x))) return rc;
+    if (x->rank != first->rank) return mb_op_fail(c, "input %d has rank %d, input 0 rank %d", (int)i, (int)x->rank, (int)first->rank);
+    for (int32_t k = 0; k < x->rank; k++)
+      if (k != axis && x->dims[k] != first->dims[k]) {
+        char s0[256], si[256];
+        return mb_op_fail(c, "input %d %s does not match input 0 %s outside axis %d", (int)i,
+                          mb_shape_str(si, sizeof si, x), mb_shape_str(s0, sizeof s0, first), (int)axis);
+      }
+    if (i) dims[axis] += x->dims[axis];
+    int64_t n;
+    if (!mb_op_ivalues(c, i, &n)) values = false;
+    else nvals += n;
+  }
+  if ((rc = mb_op_set(c, 0, first->dtype, first->rank, dims))) return rc;
+  if (!values || first->rank != 1) return MB_OK;
+  int64_t *o = malloc((size_t)(nvals ? nvals : 1) * sizeof *o);
+  if (!o) return oom(c);
+  int64_t at = 0;
+  for (int32_t i = 0; i < c->n_in; i++) {
+    int64_t n;
+    const int64_t *v = mb_op_ivalues(c, i, &n);
+    memcpy(o + at, v, (size_t)n * sizeof *o);
+    at += n;
+  }
+  rc = mb_op_set_ivalues(c, 0, o, nvals);
+  free(o);
+  return rc;
+}
+
+static int gather(mb_op_ctx *c) {
+  const mb_tinfo *x, *idx;
+  int rc;
+  if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &idx))) return rc;
+  int32_t axis;
+  if ((rc = mb_op_axis(c, mb_op_attr_i(c, "axis", 0), x->rank, &axis))) return rc;
+  int64_t dims[MB_MAX_RANK];
+  int32_t r = 0;
+  if (x->rank - 1 + idx->rank > MB_MAX_RANK) return mb_op_fail(c, "rank too large");
+  for (int32_t k = 0; k < axis; k++) dims[r++] = x->dims[k];
+  for (int32_t k = 0; k < idx->rank; k++) dims[r++] = idx->dims[k];
+  for (int32_t k = axis + 1; k < x->rank; k++) dims[r++] = x->dims[k];
+  if ((rc = mb_op_set(c, 0, x->dtype, r, dims))) return rc;
+  int64_t nx, ni;
+  const int64_t *vx = mb_op_ivalues(c, 0, &nx), *vi = mb_op_ivalues(c, 1, &ni);
+  if (!vx || !vi || x->rank != 1) return MB_OK;
+  int64_t *o = malloc((size_t)(ni ? ni : 1) * sizeof *o);
+  if (!o) return oom(c);
+  for (int64_t k = 0; k < ni; k++) {
+    int64_t j = vi[k] < 0 ? vi[k] + nx : vi[k];
+    if (j < 0 || j >= nx) {
+      free(o);
+      return mb_op_fail(c, "index %lld is out of range for %lld elements", (long long)vi[k], (long long)nx);
+    }
+    o[k] = vx[j];
+  }
+  rc = mb_op_set_ivalues(c, 0, o, ni);
+  free(o);
+  return rc;
+}
+
+static int64_t clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+static int slice(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  const int64_t *starts, *ends, *axes = NULL, *steps = NULL;
+  int64_t ns, ne, na = -1, nst = -1;
+  if (c->opset < 10) {
+    ns = (int64_t)mb_op_attr_ints(c, "starts", &starts);
+    ne = (int64_t)mb_op_attr_ints(c, "ends", &ends);
+    na = mb_op_attr(c, "axes") ? (int64_t)mb_op_attr_ints(c, "axes", &axes) : -1;
+  } else {
+    if (!(starts = mb_op_ivalues(c, 1, &ns)) || !(ends = mb_op_ivalues(c, 2, &ne)))
+      return mb_op_fail(c, "starts/ends are not known statically");
+    if (c->n_in > 3 && c->in[3] && !(axes = mb_op_ivalues(c, 3, &na)))
+      return mb_op_fail(c, "axes are not known statically");
+    if (c->n_in > 4 && c->in[4] && !(steps = mb_op_ivalues(c, 4, &nst)))
+      return mb_op_fail(c, "steps are not known statically");
+  }
+  if (ns != ne || (axes && na != ns) || (steps && nst != ns))
+    return mb_op_fail(c, "starts, ends, axes and steps differ in length");
+  int64_t dims[MB_MAX_RANK], first[MB_MAX_RANK], step[MB_MAX_RANK];
+  for (int32_t k = 0; k < x->rank; k++) { dims[k] = x->dims[k]; first[k] = 0; step[k] = 1; }
+  for (int64_t k = 0; k < ns; k++) {
+    int32_t a;
+    if ((rc = mb_op_axis(c, axes ? axes[k] : k, x->rank, &a))) return rc;
+    int64_t d = x->dims[a], s = steps ? steps[k] : 1, b = starts[k], e = ends[k];
+    if (s == 0) return mb_op_fail(c, "step 0 on axis %d", (int)a);
+    if (b < 0) b += d;
+    if (e < 0 && e > INT64_MIN / 2) e += d;
+    if (s > 0) { b = clamp(b, 0, d); e = clamp(e, 0, d); dims[a] = e > b ? (e - b + s - 1) / s : 0; }
+    else { b = clamp(b, 0, d - 1); e = clamp(e, -1, d - 1); dims[a] = b > e ? (b - e - s - 1) / -s : 0; }
+    first[a] = b;
+    step[a] = s;
+  }
+  if ((rc = mb_op_set(c, 0, x->dtype, x->rank, dims))) return rc;
+  int64_t nx;
+  const int64_t *vx = mb_op_ivalues(c, 0, &nx);
+  if (!vx || x->rank != 1) return MB_OK;
+  int64_t *o = malloc((size_t)(dims[0] ? dims[0] : 1) * sizeof *o);
+  if (!o) return oom(c);
+  for (int64_t k = 0; k < dims[0]; k++) o[k] = vx[first[0] + k * step[0]];
+  rc = mb_op_set_ivalues(c, 0, o, dims[0]);
+  free(o);
+  return rc;
+}
+
+static int expand(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  int64_t n;
+  const int64_t *shape = mb_op_ivalues(c, 1, &n);
+  if (!shape) return mb_op_fail(c, "the target shape is not known statically");
+  if (n > MB_MAX_RANK) return mb_op_fail(c, "target rank too large");
+  mb_tinfo target = {0, (int32_t)n, (int64_t *)shape, NULL};
+  int32_t r;
+  int64_t dims[MB_MAX_RANK];
+  if ((rc = mb_op_broadcast(c, x, &target, &r, dims))) return rc;
+  return mb_op_set(c, 0, x->dtype, r, dims);
+}
+
+static int constant_of_shape(mb_op_ctx *c) {
+  int64_t n;
+  const int64_t *shape = mb_op_ivalues(c, 0, &n);
+  if (!shape) return mb_op_fail(c, "the shape input is not known statically");
+  if (n > MB_MAX_RANK) return mb_op_fail(c, "rank too large");
+  const mb_attr *a = mb_op_attr(c, "value");
+  int32_t dtype = a && a->t ? a->t->dtype : MB_DTYPE_FLOAT;
+  int rc = mb_op_set(c, 0, dtype, (int32_t)n, shape);
+  if (rc || !a || !a->t || !a->t->values || a->t->values->is_float) return rc;
+  uint64_t total = mb_tinfo_numel(c->out[0]);
+  if (total > MB_SMALL_VALUE_MAX) return MB_OK;
+  int64_t *o = malloc((size_t)(total ? total : 1) * sizeof *o);
+  if (!o) return oom(c);
+  for (uint64_t k = 0; k < total; k++) o[k] = a->t->values->i[0];
+  rc = mb_op_set_ivalues(c, 0, o, (int64_t)total);
+  free(o);
+  return rc;
+}
+
+static int range(mb_op_ctx *c) {
+  int64_t n0, n1, n2;
+  const int64_t *s = mb_op_ivalues(c, 0, &n0), *l = mb_op_ivalues(c, 1, &n1), *d = mb_op_ivalues(c, 2, &n2);
+  if (!s || !l || !d || n0 != 1 || n1 != 1 || n2 != 1)
+    return mb_op_fail(c, "start, limit and delta are not known statically");
+  if (d[0] == 0) return mb_op_fail(c, "delta is 0");
+  int64_t span = l[0] - s[0];
+  int64_t n = span / d[0] + ((span % d[0]) != 0 && (span > 0) == (d[0] > 0));
+  if (n < 0) n = 0;
+  int rc = mb_op_set(c, 0, c->in[0]->dtype, 1, &n);
+  if (rc || n > MB_SMALL_VALUE_MAX) return rc;
+  int64_t *o = malloc((size_t)(n ? n : 1) * sizeof *o);
+  if (!o) return oom(c);
+  for (int64_t k = 0; k < n; k++) o[k] = s[0] + k * d[0];
+  rc = mb_op_set_ivalues(c, 0, o, n);
+  free(o);
+  return rc;
+}
+
+static int split(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  int32_t axis;
+  if ((rc = mb_op_axis(c, mb_op_attr_i(c, "axis", 0), x->rank, &axis))) return rc;
+  const int64_t *sizes = NULL;
+  int64_t n = 0;
+  if (c->opset < 13) n = (int64_t)mb_op_attr_ints(c, "split", &sizes);
+  else if (c->n_in > 1 && c->in[1] && !(sizes = mb_op_ivalues(c, 1, &n)))
+    return mb_op_fail(c, "split sizes are not known statically");
+  int64_t parts = c->n_out, d = x->dims[axis];
+  if (sizes && n != parts) return mb_op_fail(c, "%lld split sizes for %lld outputs", (long long)n, (long long)parts);
+  int64_t sum = 0, dims[MB_MAX_RANK];
+  memcpy(dims, x->dims, (size_t)x->rank * sizeof *dims);
+  for (int64_t k = 0; k < parts; k++) {
+    if (sizes) dims[axis] = sizes[k];
+    else {
+      int64_t each = (d + parts - 1) / parts; /* the last part may be smaller (opset 18) */
+      dims[axis] = k + 1 < parts ? each : d - each * (parts - 1);
+      if (dims[axis] < 0) return mb_op_fail(c, "cannot split %lld into %lld parts", (long long)d, (long long)parts);
+    }
+    sum += dims[axis];
+    if ((rc = mb_op_set(c, (int32_t)k, x->dtype, x->rank, dims))) return rc;
+  }
+  if (sum != d) return mb_op_fail(c, "split sizes add up to %lld, axis has %lld", (long long)sum, (long long)d);
+  return MB_OK;
+}
+
+const mb_op_def mb_ops_tensor[] = {
+  {"", "Constant", 1, 0, constant},
+  {"", "Shape", 1, 1, shape_op},
+  {"", "Size", 1, 1, size_op},
+  {"", "Reshape", 1, 1, reshape},
+  {"", "Transpose", 1, 1, transpose},
+  {"", "Unsqueeze", 1, 1, unsqueeze},
+  {"", "Squeeze", 1, 1, squeeze},
+  {"", "Concat", 1, 1, concat},
+  {"", "Gather", 1, 2, gather},
+  {"", "Slice", 1, 1, slice},
+  {"", "Expand", 8, 2, expand},
+  {"", "ConstantOfShape", 9, 1, constant_of_shape},
+  {"", "Range", 11, 3, range},
+  {"", "Split", 2, 1, split},
+};
+const size_t mb_ops_tensor_count = sizeof mb_ops_tensor / sizeof mb_ops_tensor[0];

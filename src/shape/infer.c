@@ -1,0 +1,163 @@
+/* Shape inference for one set of dim values: walk the main graph in topological order and
+ * apply each node's shape rule from the operator table. Results live in an mb_shapes handle. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "budget/setup.h"
+#include "ops/op.h"
+#include "membudget/membudget.h"
+
+struct mb_shapes {
+  mb_arena arena;
+  int status;
+  char errmsg[1024];
+  const mb_model *model;
+  mb_tinfo *t;           /* per value of the main graph */
+  int32_t n;
+};
+
+static int64_t bound_dim(const mb_setup *s, const char *name, bool *found) {
+  *found = false;
+  for (size_t i = 0; s && i < s->n_dims; i++)
+    if (!strcmp(s->dim_names[i], name)) {
+      *found = true;
+      return s->dim_values[i];
+    }
+  return -1;
+}
+
+/* Graph inputs: declared shapes with symbolic dims bound by name. */
+static int bind_inputs(mb_shapes *sh, const mb_graph *g, const mb_setup *s, mb_diag *d) {
+  for (int32_t i = 0; i < g->n_inputs; i++) {
+    const mb_value *v = &g->values[g->inputs[i]];
+    mb_tinfo *t = &sh->t[g->inputs[i]];
+    if (v->type.rank < 0)
+      return mb_fail(d, MB_E_INVALID_MODEL, "graph input '%s' declares no shape", v->name);
+    t->dtype = v->type.dtype;
+    t->rank = v->type.rank;
+    t->dims = mb_arena_array(&sh->arena, (size_t)t->rank + 1, sizeof(int64_t));
+    if (!t->dims) return mb_fail(d, MB_E_NOMEM, "out of memory");
+    for (int32_t k = 0; k < t->rank; k++) {
+      const char *p = v->type.dim_params[k];
+      bool found = false;
+      int64_t val = p ? bound_dim(s, p, &found) : v->type.dims[k];
+      if (p && !found)
+        return mb_fail(d, MB_E_INVALID_ARG,
+                       "graph input '%s' has symbolic dim '%s' on axis %d: give it a value "
+                       "(--dim %s=N)", v->name, p, (int)k, p);
+      if (val < 0)
+        return mb_fail(d, MB_E_INVALID_ARG, "graph input '%s' has an unknown dim on axis %d",
+                       v->name, (int)k);
+      t->dims[k] = val;
+    }
+  }
+  return MB_OK;
+}
+
+static void bind_initializers(mb_shapes *sh, const mb_graph *g) {
+  for (int32_t v = 0; v < g->n_values; v++) {
+    if (g->values[v].kind != MB_VALUE_INITIALIZER) continue;
+    const mb_const_tensor *ct = &g->inits[g->values[v].initializer];
+    mb_tinfo *t = &sh->t[v];
+    t->dtype = ct->dtype;
+    t->rank = ct->rank;
+    t->dims = ct->dims;
+    t->val = ct->values;
+  }
+}
+
+static int infer_graph(mb_shapes *sh, const mb_model *m, const mb_graph *g, mb_diag *d) {
+  const mb_tinfo **in = NULL;
+  mb_tinfo **out = NULL;
+  int rc = MB_OK;
+  for (int32_t k = 0; k < g->n_nodes && rc == MB_OK; k++) {
+    const mb_node *n = &g->nodes[k];
+    int64_t opset = mb_model_opset_of(m, n->domain);
+    const mb_op_def *def = mb_op_find(n->domain, n->op_type, opset);
+    if (!def) {
+      rc = mb_fail(d, MB_E_UNSUPPORTED, "node '%s': op %s (domain '%s', opset %lld) is not supported",
+                   n->name, n->op_type, n->domain[0] ? n->domain : "ai.onnx", (long long)opset);
+      break;
+    }
+    in = realloc(in, (size_t)(n->n_inputs + 1) * sizeof *in);
+    out = realloc(out, (size_t)(n->n_outputs + 1) * sizeof *out);
+    if (!in || !out) { rc = mb_fail(d, MB_E_NOMEM, "out of memory"); break; }
+    for (int32_t i = 0; i < n->n_inputs; i++) in[i] = n->inputs[i] >= 0 ? &sh->t[n->inputs[i]] : NULL;
+    for (int32_t o = 0; o < n->n_outputs; o++) out[o] = n->outputs[o] >= 0 ? &sh->t[n->outputs[o]] : NULL;
+    int32_t given = 0;
+    for (int32_t i = 0; i < n->n_inputs; i++) given += in[i] != NULL;
+    if (given < def->min_inputs) {
+      rc = mb_fail(d, MB_E_INVALID_MODEL, "node '%s' (%s): needs %d inputs, has %d", n->name,
+                   n->op_type, (int)def->min_inputs, (int)given);
+      break;
+    }
+    mb_op_ctx c = {&sh->arena, d, n, opset, n->n_inputs, n->n_outputs,
+                   (const mb_tinfo *const *)in, (mb_tinfo *const *)out};
+    rc = def->shape(&c);
+  }
+  free(in);
+  free(out);
+  return rc;
+}
+
+MB_API int mb_infer_shapes(const mb_model *m, const mb_setup *s, mb_shapes **out) {
+  if (!out) return MB_E_INVALID_ARG;
+  mb_shapes *sh = *out = calloc(1, sizeof *sh);
+  if (!sh) return MB_E_NOMEM;
+  mb_arena_init(&sh->arena);
+  mb_diag d;
+  mb_diag_init(&d);
+  if (!m || !m->graph) {
+    mb_fail(&d, MB_E_INVALID_ARG, "no model");
+  } else {
+    const mb_graph *g = m->graph;
+    sh->model = m;
+    sh->n = g->n_values;
+    sh->t = mb_arena_array(&sh->arena, (size_t)g->n_values + 1, sizeof *sh->t);
+    if (!sh->t) {
+      mb_fail(&d, MB_E_NOMEM, "out of memory");
+    } else {
+      for (int32_t v = 0; v < g->n_values; v++) sh->t[v].rank = -1;
+      bind_initializers(sh, g);
+      if (bind_inputs(sh, g, s, &d) == MB_OK) infer_graph(sh, m, g, &d);
+    }
+  }
+  sh->status = d.status;
+  snprintf(sh->errmsg, sizeof sh->errmsg, "%s", d.msg);
+  return d.status;
+}
+
+MB_API void mb_shapes_free(mb_shapes *sh) {
+  if (!sh) return;
+  mb_arena_destroy(&sh->arena);
+  free(sh);
+}
+
+MB_API const char *mb_shapes_errmsg(const mb_shapes *sh) {
+  return sh ? sh->errmsg : "out of memory";
+}
+
+MB_API size_t mb_shapes_num_tensors(const mb_shapes *sh) {
+  return sh && sh->status == MB_OK ? (size_t)sh->n : 0;
+}
+
+MB_API int mb_shapes_tensor(const mb_shapes *sh, size_t i, mb_shape_desc *out) {
+  if (!sh || !out || sh->status != MB_OK) return MB_E_INVALID_ARG;
+  if (i >= (size_t)sh->n) return MB_E_RANGE;
+  const mb_graph *g = sh->model->graph;
+  const mb_value *v = &g->values[i];
+  const mb_tinfo *t = &sh->t[i];
+  mb_shape_desc desc = {sizeof desc, v->name, NULL, NULL, t->dtype, t->rank, t->dims, 0, 0};
+  if (v->kind == MB_VALUE_NODE_OUTPUT) {
+    desc.producer = g->nodes[v->producer].name;
+    desc.op_type = g->nodes[v->producer].op_type;
+  }
+  desc.known = t->rank >= 0;
+  if (desc.known && mb_dtype_bits(t->dtype)) mb_dtype_bytes(t->dtype, mb_tinfo_numel(t), &desc.nbytes);
+  uint32_t caller = out->struct_size;
+  if (caller < sizeof desc) return MB_E_INVALID_ARG;
+  *out = desc;
+  out->struct_size = caller;
+  return MB_OK;
+}

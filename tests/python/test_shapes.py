@@ -1,0 +1,60 @@
+"""`membudget shapes`: shapes derived by hand from the architectures, at two batch sizes."""
+import json
+
+import pytest
+
+from conftest import MODELS, run
+
+
+def shapes(cli, model, *dims):
+    args = ["shapes", MODELS / model, "--json"]
+    for d in dims:
+        args += ["--dim", d]
+    doc = json.loads(run(cli, *args, check=0).stdout)
+    return {t["name"]: t for t in doc["tensors"]}
+
+
+@pytest.mark.parametrize("b", [1, 8])
+def test_resnet18(cli, b):
+    t = shapes(cli, "resnet18.onnx", f"batch={b}")
+    assert t["output"]["shape"] == [b, 1000]
+    assert t["output"]["bytes"] == b * 1000 * 4
+    by_node = {v["producer"]: v for v in t.values() if v["producer"]}
+    # stem: 7x7/2 conv pad 3 -> 112, 3x3/2 max pool pad 1 -> 56
+    assert by_node["/conv1/Conv"]["shape"] == [b, 64, 112, 112]
+    assert by_node["/maxpool/MaxPool"]["shape"] == [b, 64, 56, 56]
+    assert by_node["/layer4/layer4.1/conv2/Conv"]["shape"] == [b, 512, 7, 7]
+    assert by_node["/avgpool/GlobalAveragePool"]["shape"] == [b, 512, 1, 1]
+
+
+@pytest.mark.parametrize("b,s", [(2, 128), (3, 64)])
+def test_transformers(cli, b, s):
+    t = shapes(cli, "bert_base_like.onnx", f"batch={b}", f"sequence={s}")
+    assert t["last_hidden_state"]["shape"] == [b, s, 768]
+    scores = [v for v in t.values() if v["op_type"] == "Softmax"]
+    assert len(scores) == 12 and all(v["shape"] == [b, 12, s, s] for v in scores)
+    t = shapes(cli, "gpt2_small_like.onnx", f"batch={b}", f"sequence={s}")
+    assert t["logits"]["shape"] == [b, s, 50257]
+    assert t["logits"]["dtype"] == "float"
+
+
+def test_vit(cli):
+    t = shapes(cli, "vit_b_16.onnx", "batch=2")
+    assert t["output"]["shape"] == [2, 1000]
+    # 224/16 = 14 -> 196 patches + class token
+    assert any(v["shape"] == [2, 197, 768] for v in t.values() if v["op_type"] == "LayerNormalization")
+
+
+def test_errors_name_the_problem(cli):
+    p = run(cli, "shapes", MODELS / "bert_base_like.onnx", "--dim", "batch=2", check=1)
+    assert "symbolic dim 'sequence'" in p.stderr and "--dim sequence=N" in p.stderr
+    p = run(cli, "shapes", MODELS / "unet_like.onnx", "--dim", "batch=1", check=1)
+    assert "op Resize" in p.stderr and "'/Resize'" in p.stderr and "opset 17" in p.stderr
+    run(cli, "shapes", MODELS / "resnet18.onnx", "--dim", "batch", check=2)
+    run(cli, "shapes", MODELS / "resnet18.onnx", "--dim", "batch=-1", check=2)
+
+
+def test_ops_lists_the_table(cli):
+    out = run(cli, "ops", check=0).stdout
+    assert any(line.split()[:3] == ["ai.onnx", "Conv", "1"] for line in out.splitlines())
+    assert any(line.split()[:3] == ["ai.onnx", "LayerNormalization", "17"] for line in out.splitlines())

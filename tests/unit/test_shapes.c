@@ -1,0 +1,119 @@
+/* Shape rules on hand-built graphs: broadcasting, value propagation through the
+ * Shape -> Gather -> Unsqueeze -> Concat -> Reshape chain, and errors that name the node. */
+#include "mbtest.h"
+#include "membudget/membudget.h"
+#include "pbuild.h"
+
+static mb_shapes *infer(pb *graph, const char *dim, int64_t v, mb_model **mout) {
+  pb m = pb_model(graph);
+  mb_model *model = NULL;
+  CHECK_EQ_I64(mb_model_load_buffer(m.d, m.len, &model), MB_OK);
+  pb_free(&m);
+  mb_setup *s = NULL;
+  mb_setup_create(&s);
+  if (dim) mb_setup_set_dim(s, dim, v);
+  mb_shapes *sh = NULL;
+  mb_infer_shapes(model, s, &sh);
+  mb_setup_free(s);
+  *mout = model;
+  return sh;
+}
+
+static int find(const mb_shapes *sh, const char *name, mb_shape_desc *d) {
+  for (size_t i = 0; i < mb_shapes_num_tensors(sh); i++) {
+    d->struct_size = sizeof *d;
+    mb_shapes_tensor(sh, i, d);
+    if (!strcmp(d->name, name)) return 1;
+  }
+  return 0;
+}
+
+/* An int64 initializer with values (raw little-endian). */
+static void int_init(pb *g, const char *name, const int64_t *v, int n) {
+  pb t = {0};
+  if (n > 0) pb_int(&t, TENSOR_DIMS, n); /* n == 0: a scalar holding v[0] */
+  if (n == 0) n = 1;
+  pb_int(&t, TENSOR_DTYPE, 7);
+  pb_str(&t, TENSOR_NAME, name);
+  pb_bytes(&t, TENSOR_RAW, v, (size_t)n * 8);
+  pb_msg(g, GRAPH_INIT, &t);
+}
+
+static void test_reshape_chain(void) {
+  /* y = Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1])) : [b, 3, 4] -> [b, 12] */
+  pb g = {0};
+  int64_t xd[] = {-1, 3, 4}, zero[] = {0}, minus1[] = {-1}, axes[] = {0};
+  pb_value_info(&g, GRAPH_INPUT, "x", 1, xd, 3);
+  int_init(&g, "zero", zero, 0); /* scalar index, as exporters write */
+  int_init(&g, "minus1", minus1, 1);
+  int_init(&g, "axes", axes, 1);
+  pb_node(&g, "shape", "Shape", (const char *[]){"x", NULL}, (const char *[]){"s", NULL});
+  pb_node(&g, "gather", "Gather", (const char *[]){"s", "zero", NULL}, (const char *[]){"b", NULL});
+  pb_node(&g, "unsq", "Unsqueeze", (const char *[]){"b", "axes", NULL}, (const char *[]){"b1", NULL});
+  pb_node(&g, "cat", "Concat", (const char *[]){"b1", "minus1", NULL}, (const char *[]){"target", NULL});
+  pb_node(&g, "reshape", "Reshape", (const char *[]){"x", "target", NULL}, (const char *[]){"y", NULL});
+  int64_t yd[] = {-1, 12};
+  pb_value_info(&g, GRAPH_OUTPUT, "y", 1, yd, 2);
+  mb_model *m;
+  mb_shapes *sh = infer(&g, "batch", 5, &m);
+  if (*mb_shapes_errmsg(sh)) fprintf(stderr, "%s\n", mb_shapes_errmsg(sh));
+  CHECK(*mb_shapes_errmsg(sh) == 0);
+  mb_shape_desc d;
+  CHECK(find(sh, "y", &d));
+  CHECK_EQ_I64(d.rank, 2);
+  CHECK_EQ_I64(d.dims[0], 5);
+  CHECK_EQ_I64(d.dims[1], 12);
+  CHECK_EQ_U64(d.nbytes, 5 * 12 * 4);
+  CHECK(find(sh, "target", &d));
+  CHECK_EQ_I64(d.dtype, MB_DTYPE_INT64);
+  CHECK_EQ_I64(d.dims[0], 2);
+  mb_shapes_free(sh);
+  mb_model_free(m);
+}
+
+static void test_broadcast_and_matmul_errors(void) {
+  pb g = {0};
+  int64_t ad[] = {-1, 3, 4}, bd[] = {5, 1};
+  pb_value_info(&g, GRAPH_INPUT, "a", 1, ad, 3);
+  pb_value_info(&g, GRAPH_INPUT, "b", 1, bd, 2);
+  pb_node(&g, "mm", "MatMul", (const char *[]){"a", "b", NULL}, (const char *[]){"y", NULL});
+  pb_value_info(&g, GRAPH_OUTPUT, "y", 1, ad, 3);
+  mb_model *m;
+  mb_shapes *sh = infer(&g, "batch", 2, &m);
+  CHECK_CONTAINS(mb_shapes_errmsg(sh), "node 'mm' (MatMul): inner dims differ: [2, 3, 4] x [5, 1]");
+  CHECK_EQ_U64(mb_shapes_num_tensors(sh), 0);
+  mb_shapes_free(sh);
+  mb_model_free(m);
+
+  pb g2 = {0};
+  int64_t xd[] = {-1, 3, 1}, yd[] = {4, 5};
+  pb_value_info(&g2, GRAPH_INPUT, "x", 1, xd, 3);
+  pb_value_info(&g2, GRAPH_INPUT, "z", 1, yd, 2);
+  pb_node(&g2, "add", "Add", (const char *[]){"x", "z", NULL}, (const char *[]){"y", NULL});
+  pb_value_info(&g2, GRAPH_OUTPUT, "y", 1, xd, 3);
+  sh = infer(&g2, "batch", 2, &m);
+  CHECK_CONTAINS(mb_shapes_errmsg(sh), "node 'add' (Add): shapes [2, 3, 1] and [4, 5] do not broadcast");
+  mb_shapes_free(sh);
+  mb_model_free(m);
+}
+
+static void test_reshape_mismatch(void) {
+  pb g = {0};
+  int64_t xd[] = {2, 3}, target[] = {4, 2};
+  pb_value_info(&g, GRAPH_INPUT, "x", 1, xd, 2);
+  int_init(&g, "t", target, 2);
+  pb_node(&g, "r", "Reshape", (const char *[]){"x", "t", NULL}, (const char *[]){"y", NULL});
+  pb_value_info(&g, GRAPH_OUTPUT, "y", 1, target, 2);
+  mb_model *m;
+  mb_shapes *sh = infer(&g, NULL, 0, &m);
+  CHECK_CONTAINS(mb_shapes_errmsg(sh), "node 'r' (Reshape): cannot reshape [2, 3] (6 elements) into [4, 2] (8 elements)");
+  mb_shapes_free(sh);
+  mb_model_free(m);
+}
+
+int main(void) {
+  test_reshape_chain();
+  test_broadcast_and_matmul_errors();
+  test_reshape_mismatch();
+  return mbt_finish("shapes");
+}
