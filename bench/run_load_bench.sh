@@ -110,31 +110,33 @@ mb() {
   echo "case=$case tool=$tool cache=$cache $(grep '^RESULT ' <<<"$out" | cut -d' ' -f2-)" >>"$raw"
 }
 
-# onnx.load in N fresh processes: case cache file
+# onnx.load in N fresh processes: case cache file [tool]
 py() {
-  local case="$1" cache="$2" file="$3" cold=0 i res
+  local case="$1" cache="$2" file="$3" tool="${4:-onnx.load}" cold=0 i res
   [[ "$cache" == cold ]] && cold=1
   for ((i = 0; i < runs; i++)); do
     /usr/bin/time -f 'TIMERESULT wall_s=%e maxrss_kib=%M' -o "$work/time.txt" \
       "$PY" -c "$probe" "$file" "$cold" >"$work/py.txt"
     res="$(grep '^PYRESULT ' "$work/py.txt" | cut -d' ' -f2-)"
-    echo "case=$case tool=onnx.load cache=$cache run=$i $res $(grep '^TIMERESULT ' "$work/time.txt" | cut -d' ' -f2-)" >>"$raw"
+    echo "case=$case tool=$tool cache=$cache run=$i $res $(grep '^TIMERESULT ' "$work/time.txt" | cut -d' ' -f2-)" >>"$raw"
   done
-  echo "   $case / onnx.load / $cache: $(grep "case=$case tool=onnx.load cache=$cache " "$raw" | grep -o 'load_ms=[0-9.]*' | tr '\n' ' ')" >&2
+  echo "   $case / $tool / $cache: $(grep "case=$case tool=$tool cache=$cache " "$raw" | grep -o 'load_ms=[0-9.]*\|maxrss_kib=[0-9]*' | tr '\n' ' ')" >&2
 }
 
 echo ">> measuring ($runs runs each; one process per row, $runs processes per onnx.load row)"
 for pair in "weightless:$weightless" "embedded_1g:$embedded" "bert_base_like:$bert"; do
   case="${pair%%:*}" file="${pair#*:}"
-  # read-once first: it leaves the whole file in the page cache, so "warm" means the same
-  # thing for every tool (a file that was just written or read).
+  # Warm-up: drop the file from the page cache, then read() it whole once, so that "warm" is
+  # the same state for every tool and every invocation of this script (the whole file
+  # cached, as after copying or downloading it). How the cache was filled matters for the
+  # mmap-based loader: see "Peak RSS of a memory-mapped file" in bench/README.md.
+  "$bench_bin" --runs 1 --cold --read-once "$file" >/dev/null
   mb "$case" read-once warm --read-once "$file"
   mb "$case" membudget warm "$file"
   py "$case" warm "$file"
   mb "$case" plain-unpack warm --plain-unpack "$file"
 done
-py "-" warm "-" # python + import onnx alone: the interpreter's own peak RSS
-sed -i 's/^case=- tool=onnx.load /case=- tool=import-onnx-only /' "$raw"
+py - warm - import-onnx-only # python + import onnx alone: the interpreter's own peak RSS
 if [[ $do_cold -eq 1 ]]; then
   mb embedded_1g membudget cold --cold "$embedded"
   py embedded_1g cold "$embedded"
