@@ -340,8 +340,10 @@ static const char *describe_value(const mb_graph *g, int32_t v, char *buf, size_
   }
 }
 
+/* definer_node: the node producing `name` (NULL for inputs and initializers); only used to
+ * describe a duplicate, so no message is formatted on the normal path. */
 static int add_value(conv *c, scope *s, const char *name, int32_t kind, int32_t *out_index,
-                     const char *definer) {
+                     const mb_node *definer_node) {
   mb_graph *g = s->g;
   if (g->n_values == s->cap_values)
     return mb_fail(c->d, MB_E_INVALID_MODEL, "internal: value table full");
@@ -349,7 +351,13 @@ static int add_value(conv *c, scope *s, const char *name, int32_t kind, int32_t 
   int rc = mb_strmap_put(&s->names, name, idx, &existing);
   if (rc < 0) return OOM();
   if (rc == 0) {
-    char buf[300];
+    char buf[300], definer[300];
+    if (definer_node)
+      snprintf(definer, sizeof definer, "produced by node '%s' (%s)", definer_node->name,
+               definer_node->op_type);
+    else
+      snprintf(definer, sizeof definer, "%s",
+               kind == MB_VALUE_INITIALIZER ? "an initializer" : "a graph input");
     return mb_fail(c->d, MB_E_INVALID_MODEL, "duplicate tensor name '%s': %s, and already %s",
                    name, definer, describe_value(g, existing, buf, sizeof buf));
   }
@@ -414,7 +422,8 @@ static int convert_attr(conv *c, const Onnx__AttributeProto *pa, mb_graph *g, in
 }
 
 /* Resolve a name consumed in this graph: a local value, or (in a subgraph) a capture. */
-static int resolve_input(conv *c, scope *s, const char *name, const char *consumer_desc,
+/* consumer: the node reading `name`, or NULL when it is a graph output. */
+static int resolve_input(conv *c, scope *s, const char *name, const mb_node *consumer,
                          int32_t *out) {
   if (!name || !*name) {
     *out = -1; /* omitted optional input */
@@ -425,14 +434,18 @@ static int resolve_input(conv *c, scope *s, const char *name, const char *consum
     *out = v;
     return MB_OK;
   }
-  if (!s->g->parent)
+  if (!s->g->parent) {
+    char desc[300];
+    if (consumer) snprintf(desc, sizeof desc, "node '%s' (%s)", consumer->name, consumer->op_type);
+    else snprintf(desc, sizeof desc, "graph output of '%s'", s->g->name);
     return mb_fail(c->d, MB_E_INVALID_MODEL,
                    "%s consumes '%s', which no node produces and which is not a graph input or "
-                   "initializer", consumer_desc, name);
+                   "initializer", desc, name);
+  }
   /* Captured from an enclosing graph; checked once the enclosing graph is complete. */
   const char *nm = dup_str(c, name);
   if (!nm) return OOM();
-  return add_value(c, s, nm, MB_VALUE_OUTER, out, "");
+  return add_value(c, s, nm, MB_VALUE_OUTER, out, NULL);
 }
 
 static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, int depth,
@@ -485,7 +498,7 @@ static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, 
       break;
     }
     int32_t v;
-    rc = add_value(c, &s, ct->name, MB_VALUE_INITIALIZER, &v, "an initializer");
+    rc = add_value(c, &s, ct->name, MB_VALUE_INITIALIZER, &v, NULL);
     if (rc) break;
     g->values[v].initializer = g->n_inits++;
   }
@@ -502,7 +515,7 @@ static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, 
       continue;
     }
     if (!*name) { rc = mb_fail(c->d, MB_E_INVALID_MODEL, "graph '%s' has an input without a name", g->name); break; }
-    rc = add_value(c, &s, name, MB_VALUE_INPUT, &v, "a graph input");
+    rc = add_value(c, &s, name, MB_VALUE_INPUT, &v, NULL);
     if (rc) break;
     rc = convert_type(c, vi->type, name, &g->values[v].type);
     g->inputs[g->n_inputs++] = v;
@@ -532,10 +545,8 @@ static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, 
       if (!pn->output[o] || !*pn->output[o]) continue;
       const char *name = dup_str(c, pn->output[o]);
       if (!name) { rc = OOM(); break; }
-      char desc[300];
-      snprintf(desc, sizeof desc, "produced by node '%s' (%s)", n->name, n->op_type);
       int32_t v;
-      rc = add_value(c, &s, name, MB_VALUE_NODE_OUTPUT, &v, desc);
+      rc = add_value(c, &s, name, MB_VALUE_NODE_OUTPUT, &v, n);
       if (rc) break;
       g->values[v].producer = (int32_t)k;
       n->outputs[o] = v;
@@ -544,14 +555,12 @@ static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, 
   for (size_t k = 0; k < pg->n_node && rc == MB_OK; k++) {
     const Onnx__NodeProto *pn = pg->node[k];
     mb_node *n = &g->nodes[k];
-    char desc[300];
-    snprintf(desc, sizeof desc, "node '%s' (%s)", n->name, n->op_type);
     for (size_t a = 0; a < pn->n_attribute && rc == MB_OK; a++) {
       if (!pn->attribute[a]) continue;
       rc = convert_attr(c, pn->attribute[a], g, depth, &n->attrs[n->n_attrs++]);
     }
     for (size_t i = 0; i < pn->n_input && rc == MB_OK; i++) {
-      rc = resolve_input(c, &s, pn->input[i], desc, &n->inputs[i]);
+      rc = resolve_input(c, &s, pn->input[i], n, &n->inputs[i]);
       if (rc == MB_OK && n->inputs[i] >= 0) g->values[n->inputs[i]].num_uses++;
     }
   }
@@ -561,8 +570,6 @@ static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, 
     const Onnx__ValueInfoProto *vi = pg->output[k];
     if (!vi) continue;
     int32_t v;
-    char desc[300];
-    snprintf(desc, sizeof desc, "graph output of '%s'", g->name);
     if (!vi->name || !*vi->name) {
       rc = mb_fail(c->d, MB_E_INVALID_MODEL, "graph '%s' has an output without a name", g->name);
       break;
@@ -571,7 +578,7 @@ static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, 
       rc = mb_fail(c->d, MB_E_INVALID_MODEL, "graph output '%s' is never produced", vi->name);
       break;
     }
-    rc = resolve_input(c, &s, vi->name, desc, &v);
+    rc = resolve_input(c, &s, vi->name, NULL, &v);
     if (rc) break;
     g->outputs[g->n_outputs++] = v;
     mb_type *ty = &g->values[v].type;
