@@ -70,6 +70,11 @@ const char *mb_shape_str(char *buf, size_t size, const mb_tinfo *t);
 uint64_t mb_tinfo_numel(const mb_tinfo *t);
 /* Values of input i as integers when known (NULL otherwise). */
 const int64_t *mb_op_ivalues(const mb_op_ctx *c, int32_t i, int64_t *n);
+/* Values of input i as doubles (integers converted) when known; the array lives in the
+ * evaluation arena. NULL when unknown. */
+const double *mb_op_fvalues(mb_op_ctx *c, int32_t i, int64_t *n);
+/* Give output i known floating values. */
+int mb_op_set_fvalues(mb_op_ctx *c, int32_t i, const double *v, int64_t n);
 
 /* Family tables (one file each). */
 #define MB_OP_FAMILY(name) \
@@ -78,4 +83,6 @@ const int64_t *mb_op_ivalues(const mb_op_ctx *c, int32_t i, int64_t *n);
 MB_OP_FAMILY(elementwise)
 MB_OP_FAMILY(nn)
 MB_OP_FAMILY(tensor)
+MB_OP_FAMILY(reduce)
+MB_OP_FAMILY(layout)
 #endif

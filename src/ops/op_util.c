@@ -120,3 +120,27 @@ int mb_op_axis(mb_op_ctx *c, int64_t axis, int32_t rank, int32_t *out) {
   *out = (int32_t)(axis < 0 ? axis + rank : axis);
   return MB_OK;
 }
+
+const double *mb_op_fvalues(mb_op_ctx *c, int32_t i, int64_t *n) {
+  if (i >= c->n_in || !c->in[i] || !c->in[i]->val) return NULL;
+  const mb_small_values *v = c->in[i]->val;
+  *n = v->count;
+  if (v->is_float) return v->f;
+  double *f = mb_arena_array(c->arena, v->count ? (size_t)v->count : 1, sizeof *f);
+  if (!f) return NULL;
+  for (int64_t k = 0; k < v->count; k++) f[k] = (double)v->i[k];
+  return f;
+}
+
+int mb_op_set_fvalues(mb_op_ctx *c, int32_t i, const double *v, int64_t n) {
+  if (i >= c->n_out || !c->out[i]) return MB_OK;
+  mb_small_values *sv = mb_arena_alloc(c->arena, sizeof *sv);
+  double *copy = mb_arena_array(c->arena, n ? (size_t)n : 1, sizeof(double));
+  if (!sv || !copy) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
+  if (n) memcpy(copy, v, (size_t)n * sizeof(double));
+  sv->count = n;
+  sv->is_float = true;
+  sv->f = copy;
+  c->out[i]->val = sv;
+  return MB_OK;
+}

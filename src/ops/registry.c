@@ -12,6 +12,8 @@ static const family families[] = {
   {mb_ops_elementwise, &mb_ops_elementwise_count},
   {mb_ops_nn, &mb_ops_nn_count},
   {mb_ops_tensor, &mb_ops_tensor_count},
+  {mb_ops_reduce, &mb_ops_reduce_count},
+  {mb_ops_layout, &mb_ops_layout_count},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 

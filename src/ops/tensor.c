@@ -26,10 +26,19 @@ static int constant(mb_op_ctx *c) {
     int rc = mb_op_set(c, 0, MB_DTYPE_INT64, 1, &n);
     return rc ? rc : mb_op_set_ivalues(c, 0, a->ints, n);
   }
-  if ((a = mb_op_attr(c, "value_float"))) return mb_op_set(c, 0, MB_DTYPE_FLOAT, 0, NULL);
+  if ((a = mb_op_attr(c, "value_float"))) {
+    double f = a->f;
+    int rc = mb_op_set(c, 0, MB_DTYPE_FLOAT, 0, NULL);
+    return rc ? rc : mb_op_set_fvalues(c, 0, &f, 1);
+  }
   if ((a = mb_op_attr(c, "value_floats"))) {
     int64_t n = (int64_t)a->n_floats;
-    return mb_op_set(c, 0, MB_DTYPE_FLOAT, 1, &n);
+    int rc = mb_op_set(c, 0, MB_DTYPE_FLOAT, 1, &n);
+    if (rc || n > MB_SMALL_VALUE_MAX) return rc;
+    double *f = mb_arena_array(c->arena, n ? (size_t)n : 1, sizeof *f);
+    if (!f) return oom(c);
+    for (int64_t k = 0; k < n; k++) f[k] = a->floats[k];
+    return mb_op_set_fvalues(c, 0, f, n);
   }
   if ((a = mb_op_attr(c, "value_string"))) return mb_op_set(c, 0, MB_DTYPE_STRING, 0, NULL);
   if ((a = mb_op_attr(c, "value_strings"))) {
@@ -200,7 +209,7 @@ static int concat(mb_op_ctx *c) {
   if ((rc = mb_op_axis(c, mb_op_attr_i(c, "axis", 0), first->rank, &axis))) return rc;
   int64_t dims[MB_MAX_RANK];
   memcpy(dims, first->dims, (size_t)first->rank * sizeof *dims);
-  bool values = true;
+  bool values = true, any_float = false;
   int64_t nvals = 0;
   for (int32_t i = 0; i < c->n_in; i++) {
     const mb_tinfo *x;
@@ -213,12 +222,26 @@ static int concat(mb_op_ctx *c) {
                           mb_shape_str(si, sizeof si, x), mb_shape_str(s0, sizeof s0, first), (int)axis);
       }
     if (i) dims[axis] += x->dims[axis];
-    int64_t n;
-    if (!mb_op_ivalues(c, i, &n)) values = false;
-    else nvals += n;
+    if (!x->val) values = false;
+    else { nvals += x->val->count; any_float |= x->val->is_float; }
   }
   if ((rc = mb_op_set(c, 0, first->dtype, first->rank, dims))) return rc;
   if (!values || first->rank != 1) return MB_OK;
+  if (any_float) {
+    double *o = malloc((size_t)(nvals ? nvals : 1) * sizeof *o);
+    if (!o) return oom(c);
+    int64_t at = 0;
+    for (int32_t i = 0; i < c->n_in; i++) {
+      int64_t n;
+      const double *v = mb_op_fvalues(c, i, &n);
+      if (!v) { free(o); return oom(c); }
+      memcpy(o + at, v, (size_t)n * sizeof *o);
+      at += n;
+    }
+    rc = mb_op_set_fvalues(c, 0, o, nvals);
+    free(o);
+    return rc;
+  }
   int64_t *o = malloc((size_t)(nvals ? nvals : 1) * sizeof *o);
   if (!o) return oom(c);
   int64_t at = 0;

@@ -111,7 +111,51 @@ static void test_reshape_mismatch(void) {
   mb_model_free(m);
 }
 
+static void test_unsupported_op(void) {
+  pb g = {0};
+  int64_t xd[] = {2, 3};
+  pb_value_info(&g, GRAPH_INPUT, "x", 1, xd, 2);
+  pb_node(&g, "weird", "FrobnicateTensor", (const char *[]){"x", NULL}, (const char *[]){"y", NULL});
+  pb_value_info(&g, GRAPH_OUTPUT, "y", 1, xd, 2);
+  mb_model *m;
+  mb_shapes *sh = infer(&g, NULL, 0, &m);
+  CHECK_CONTAINS(mb_shapes_errmsg(sh), "node 'weird': op FrobnicateTensor (domain 'ai.onnx', opset 17) is not supported");
+  mb_shapes_free(sh);
+  mb_model_free(m);
+}
+
+static void test_resize_and_reduce(void) {
+  /* Resize by float scales [1, 1, 2, 3], then ArgMax over axis 0 keeping dims */
+  int64_t xd[] = {-1, 4, 5, 6};
+  float sc[] = {1, 1, 2, 3};
+  pb g2 = {0}, t2 = {0};
+  pb_value_info(&g2, GRAPH_INPUT, "x", 1, xd, 4);
+  pb_int(&t2, TENSOR_DIMS, 4);
+  pb_int(&t2, TENSOR_DTYPE, 1);
+  pb_str(&t2, TENSOR_NAME, "scales");
+  pb_bytes(&t2, TENSOR_RAW, sc, sizeof sc);
+  pb_msg(&g2, GRAPH_INIT, &t2);
+  pb_node(&g2, "up", "Resize", (const char *[]){"x", "", "scales", NULL}, (const char *[]){"u", NULL});
+  pb_node(&g2, "argmax", "ArgMax", (const char *[]){"u", NULL}, (const char *[]){"y", NULL});
+  pb_value_info(&g2, GRAPH_OUTPUT, "y", 7, xd, 4);
+  mb_model *model;
+  mb_shapes *sh = infer(&g2, "batch", 2, &model);
+  mb_shape_desc d;
+  CHECK(find(sh, "u", &d));
+  CHECK_EQ_I64(d.dims[2], 10);
+  CHECK_EQ_I64(d.dims[3], 18);
+  CHECK(find(sh, "y", &d)); /* ArgMax over axis 0, keepdims */
+  CHECK_EQ_I64(d.dtype, MB_DTYPE_INT64);
+  CHECK_EQ_I64(d.rank, 4);
+  CHECK_EQ_I64(d.dims[0], 1);
+  CHECK_EQ_I64(d.dims[1], 4);
+  mb_shapes_free(sh);
+  mb_model_free(model);
+}
+
 int main(void) {
+  test_unsupported_op();
+  test_resize_and_reduce();
   test_reshape_chain();
   test_broadcast_and_matmul_errors();
   test_reshape_mismatch();

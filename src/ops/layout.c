@@ -1,0 +1,255 @@
+/* Ops that rearrange or index: Resize/Upsample, Pad, Tile, DepthToSpace/SpaceToDepth, Trilu,
+ * CumSum, OneHot, GatherElements, GatherND, Scatter*, TopK, Einsum. */
+#include <math.h>
+#include <string.h>
+
+#include "onnx/dtype.h"
+#include "ops/op.h"
+
+static int like_input(mb_op_ctx *c) { /* output 0 has input 0's shape and type */
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  return rc ? rc : mb_op_set(c, 0, x->dtype, x->rank, x->dims);
+}
+
+static int resize(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  /* Upsample and Resize-10: (X, scales); Resize-11+: (X, roi, scales, sizes) */
+  bool old = !strcmp(c->node->op_type, "Upsample") || c->opset < 11;
+  int32_t scales_in = old ? 1 : 2, sizes_in = old ? -1 : 3;
+  int64_t dims[MB_MAX_RANK], n;
+  memcpy(dims, x->dims, (size_t)x->rank * sizeof *dims);
+  const int64_t *axes_attr;
+  uint64_t na = mb_op_attr_ints(c, "axes", &axes_attr);
+  int32_t axes[MB_MAX_RANK];
+  int64_t count = na ? (int64_t)na : x->rank;
+  for (int64_t k = 0; k < count; k++)
+    if ((rc = mb_op_axis(c, na ? axes_attr[k] : k, x->rank, &axes[k]))) return rc;
+  const int64_t *sizes = sizes_in >= 0 && c->n_in > sizes_in && c->in[sizes_in] ? mb_op_ivalues(c, sizes_in, &n) : NULL;
+  if (sizes_in >= 0 && c->n_in > sizes_in && c->in[sizes_in] && mb_tinfo_numel(c->in[sizes_in]) > 0) {
+    if (!sizes) return mb_op_fail(c, "the sizes input is not known statically");
+    if (n != count) return mb_op_fail(c, "%lld sizes for %lld axes", (long long)n, (long long)count);
+    for (int64_t k = 0; k < count; k++) dims[axes[k]] = sizes[k];
+    return mb_op_set(c, 0, x->dtype, x->rank, dims);
+  }
+  const double *scales = NULL;
+  if (old && c->n_in < 2) { /* Upsample-7: scales attribute */
+    const mb_attr *a = mb_op_attr(c, "scales");
+    if (!a || a->n_floats != (uint64_t)x->rank) return mb_op_fail(c, "missing scales");
+    for (int32_t k = 0; k < x->rank; k++) dims[k] = (int64_t)floor((double)x->dims[k] * a->floats[k]);
+    return mb_op_set(c, 0, x->dtype, x->rank, dims);
+  }
+  if (c->n_in <= scales_in || !c->in[scales_in] || !(scales = mb_op_fvalues(c, scales_in, &n)))
+    return mb_op_fail(c, "neither scales nor sizes are known statically");
+  if (n != count) return mb_op_fail(c, "%lld scales for %lld axes", (long long)n, (long long)count);
+  for (int64_t k = 0; k < count; k++) {
+    if (!(scales[k] > 0)) return mb_op_fail(c, "scale %g is not positive", scales[k]);
+    dims[axes[k]] = (int64_t)floor((double)x->dims[axes[k]] * scales[k]);
+  }
+  return mb_op_set(c, 0, x->dtype, x->rank, dims);
+}
+
+static int pad(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  const int64_t *pads, *axes_v = NULL;
+  int64_t n, na = 0;
+  if (c->opset < 11) n = (int64_t)mb_op_attr_ints(c, "pads", &pads);
+  else if (!(pads = mb_op_ivalues(c, 1, &n))) return mb_op_fail(c, "pads are not known statically");
+  if (c->opset >= 18 && c->n_in > 3 && c->in[3] && !(axes_v = mb_op_ivalues(c, 3, &na)))
+    return mb_op_fail(c, "axes are not known statically");
+  int64_t count = axes_v ? na : x->rank;
+  if (n != 2 * count) return mb_op_fail(c, "%lld pads for %lld axes", (long long)n, (long long)count);
+  int64_t dims[MB_MAX_RANK];
+  memcpy(dims, x->dims, (size_t)x->rank * sizeof *dims);
+  for (int64_t k = 0; k < count; k++) {
+    int32_t a = (int32_t)k;
+    if (axes_v && (rc = mb_op_axis(c, axes_v[k], x->rank, &a))) return rc;
+    dims[a] += pads[k] + pads[k + count];
+    if (dims[a] < 0) return mb_op_fail(c, "padding makes axis %d negative", (int)a);
+  }
+  return mb_op_set(c, 0, x->dtype, x->rank, dims);
+}
+
+static int tile(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  int64_t n;
+  const int64_t *rep = mb_op_ivalues(c, 1, &n);
+  if (!rep) return mb_op_fail(c, "repeats are not known statically");
+  if (n != x->rank) return mb_op_fail(c, "%lld repeats for rank %d", (long long)n, (int)x->rank);
+  int64_t dims[MB_MAX_RANK];
+  for (int32_t k = 0; k < x->rank; k++) {
+    if (rep[k] < 0) return mb_op_fail(c, "negative repeat");
+    dims[k] = x->dims[k] * rep[k];
+  }
+  return mb_op_set(c, 0, x->dtype, x->rank, dims);
+}
+
+static int depth_space(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  int64_t b = mb_op_attr_i(c, "blocksize", 0);
+  if (x->rank != 4 || b <= 0) return mb_op_fail(c, "needs a rank-4 input and a positive blocksize");
+  int64_t dims[4] = {x->dims[0], x->dims[1], x->dims[2], x->dims[3]};
+  if (!strcmp(c->node->op_type, "DepthToSpace")) {
+    if (dims[1] % (b * b)) return mb_op_fail(c, "channels %lld not divisible by blocksize^2", (long long)dims[1]);
+    dims[1] /= b * b; dims[2] *= b; dims[3] *= b;
+  } else {
+    if (dims[2] % b || dims[3] % b) return mb_op_fail(c, "spatial dims not divisible by blocksize");
+    dims[1] *= b * b; dims[2] /= b; dims[3] /= b;
+  }
+  return mb_op_set(c, 0, x->dtype, 4, dims);
+}
+
+static int one_hot(mb_op_ctx *c) {
+  const mb_tinfo *idx, *vals;
+  int rc;
+  if ((rc = mb_op_input(c, 0, &idx)) || (rc = mb_op_input(c, 2, &vals))) return rc;
+  int64_t n;
+  const double *depth = mb_op_fvalues(c, 1, &n);
+  if (!depth || n != 1) return mb_op_fail(c, "depth is not known statically");
+  int32_t r = idx->rank + 1, axis;
+  if ((rc = mb_op_axis(c, mb_op_attr_i(c, "axis", -1), r, &axis))) return rc;
+  int64_t dims[MB_MAX_RANK];
+  for (int32_t k = 0, j = 0; k < r; k++) dims[k] = k == axis ? (int64_t)depth[0] : idx->dims[j++];
+  return mb_op_set(c, 0, vals->dtype, r, dims);
+}
+
+static int gather_elements(mb_op_ctx *c) {
+  const mb_tinfo *x, *idx;
+  int rc;
+  if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &idx))) return rc;
+  return mb_op_set(c, 0, x->dtype, idx->rank, idx->dims);
+}
+
+static int gather_nd(mb_op_ctx *c) {
+  const mb_tinfo *x, *idx;
+  int rc;
+  if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &idx))) return rc;
+  int64_t bd = mb_op_attr_i(c, "batch_dims", 0);
+  if (idx->rank < 1) return mb_op_fail(c, "indices must have rank >= 1");
+  int64_t last = idx->dims[idx->rank - 1];
+  if (last > x->rank - bd || bd < 0) return mb_op_fail(c, "indices address too many axes");
+  int64_t dims[MB_MAX_RANK];
+  int32_t r = 0;
+  for (int32_t k = 0; k < idx->rank - 1; k++) dims[r++] = idx->dims[k];
+  for (int64_t k = bd + last; k < x->rank; k++) dims[r++] = x->dims[k];
+  return mb_op_set(c, 0, x->dtype, r, dims);
+}
+
+static int top_k(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  int64_t kv, n;
+  if (c->opset < 10) kv = mb_op_attr_i(c, "k", -1);
+  else {
+    const int64_t *k = mb_op_ivalues(c, 1, &n);
+    if (!k || n != 1) return mb_op_fail(c, "k is not known statically");
+    kv = k[0];
+  }
+  int32_t axis;
+  if ((rc = mb_op_axis(c, mb_op_attr_i(c, "axis", -1), x->rank, &axis))) return rc;
+  if (kv < 0 || kv > x->dims[axis]) return mb_op_fail(c, "k = %lld is out of range", (long long)kv);
+  int64_t dims[MB_MAX_RANK];
+  memcpy(dims, x->dims, (size_t)x->rank * sizeof *dims);
+  dims[axis] = kv;
+  if ((rc = mb_op_set(c, 0, x->dtype, x->rank, dims))) return rc;
+  return mb_op_set(c, 1, MB_DTYPE_INT64, x->rank, dims);
+}
+
+/* Einsum: explicit ("ij,jk->ik") or implicit output; "..." broadcasts. */
+static int einsum(mb_op_ctx *c) {
+  const mb_attr *a = mb_op_attr(c, "equation");
+  if (!a || !a->s) return mb_op_fail(c, "missing equation");
+  int64_t size[128];
+  for (int k = 0; k < 128; k++) size[k] = -1;
+  int count[128] = {0};
+  const char *p = a->s;
+  int32_t in = 0, ell_rank = 0;
+  int64_t ell[MB_MAX_RANK];
+  mb_tinfo ellt = {0, 0, ell, NULL};
+  while (*p && !(p[0] == '-' && p[1] == '>')) {
+    if (in >= c->n_in || !c->in[in]) return mb_op_fail(c, "equation names more inputs than given");
+    const mb_tinfo *x = c->in[in];
+    int32_t letters = 0;
+    bool has_ell = false;
+    for (const char *q = p; *q && *q != ',' && *q != '-'; q++) {
+      if (*q == '.') { has_ell = true; q += 2; }
+      else if (*q != ' ') letters++;
+    }
+    int32_t er = has_ell ? x->rank - letters : 0, axis = 0;
+    if (er < 0 || (!has_ell && letters != x->rank))
+      return mb_op_fail(c, "equation term %d does not match input rank %d", (int)in, (int)x->rank);
+    for (; *p && *p != ',' && !(p[0] == '-' && p[1] == '>'); p++) {
+      if (*p == ' ') continue;
+      if (*p == '.') {
+        mb_tinfo part = {0, er, x->dims + axis, NULL};
+        int32_t r;
+        int64_t out[MB_MAX_RANK];
+        int rc = mb_op_broadcast(c, &ellt, &part, &r, out);
+        if (rc) return rc;
+        memcpy(ell, out, (size_t)r * sizeof *ell);
+        ell_rank = ellt.rank = r;
+        axis += er;
+        p += 2;
+        continue;
+      }
+      unsigned char ch = (unsigned char)*p;
+      if (ch >= 128) return mb_op_fail(c, "bad equation character");
+      int64_t d = x->dims[axis++];
+      if (size[ch] >= 0 && size[ch] != d && size[ch] != 1 && d != 1)
+        return mb_op_fail(c, "label '%c' has sizes %lld and %lld", ch, (long long)size[ch], (long long)d);
+      if (size[ch] < 0 || size[ch] == 1) size[ch] = d;
+      count[ch]++;
+    }
+    if (*p == ',') p++;
+    in++;
+  }
+  int64_t dims[MB_MAX_RANK];
+  int32_t r = 0;
+  if (p[0] == '-') {
+    for (p += 2; *p; p++) {
+      if (*p == ' ') continue;
+      if (*p == '.') { for (int32_t k = 0; k < ell_rank; k++) dims[r++] = ell[k]; p += 2; continue; }
+      unsigned char ch = (unsigned char)*p;
+      if (ch >= 128 || size[ch] < 0) return mb_op_fail(c, "output label '%c' is not in any input", *p);
+      if (r >= MB_MAX_RANK) return mb_op_fail(c, "rank too large");
+      dims[r++] = size[ch];
+    }
+  } else { /* implicit: ellipsis dims, then labels seen once, alphabetically */
+    for (int32_t k = 0; k < ell_rank; k++) dims[r++] = ell[k];
+    for (int ch = 0; ch < 128; ch++)
+      if (count[ch] == 1 && r < MB_MAX_RANK) dims[r++] = size[ch];
+  }
+  return mb_op_set(c, 0, c->in[0]->dtype, r, dims);
+}
+
+const mb_op_def mb_ops_layout[] = {
+  {"", "Resize", 10, 1, resize},
+  {"", "Upsample", 7, 1, resize},
+  {"", "Pad", 1, 1, pad},
+  {"", "Tile", 6, 2, tile},
+  {"", "DepthToSpace", 1, 1, depth_space},
+  {"", "SpaceToDepth", 1, 1, depth_space},
+  {"", "Trilu", 14, 1, like_input},
+  {"", "CumSum", 11, 2, like_input},
+  {"", "OneHot", 9, 3, one_hot},
+  {"", "GatherElements", 11, 2, gather_elements},
+  {"", "GatherND", 11, 2, gather_nd},
+  {"", "ScatterElements", 11, 3, like_input},
+  {"", "ScatterND", 11, 3, like_input},
+  {"", "Scatter", 9, 3, like_input},
+  {"", "TopK", 1, 1, top_k},
+  {"", "Einsum", 12, 1, einsum},
+  {"", "GroupNormalization", 18, 3, like_input},
+  {"", "RMSNormalization", 23, 2, like_input},
+  {"", "MeanVarianceNormalization", 9, 1, like_input},
+};
+const size_t mb_ops_layout_count = sizeof mb_ops_layout / sizeof mb_ops_layout[0];
