@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what building and testing membudget needs on Debian 12, only if it is missing.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev
+pkgs=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata
       python3 python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -209,6 +209,14 @@ MB_API int mb_setup_add_trainable(mb_setup *setup, const char *glob);
 /* Give a named (symbolic) dim a value, e.g. "batch" = 8, "sequence" = 512. */
 MB_API int mb_setup_set_dim(mb_setup *setup, const char *name, int64_t value);
 
+/* Bind graph input `position` (as in mb_model_input) to a concrete tensor: a serialized ONNX
+ * TensorProto. Its dtype and shape replace the declared ones, and the values of small numeric
+ * tensors feed shape inference (a Reshape target, Slice bounds, Resize sizes). */
+MB_API int mb_setup_bind_input(mb_setup *setup, size_t position, const void *tensor_pb,
+                               size_t size);
+/* Bind input_0.pb, input_1.pb, ... of a directory (the layout of ONNX's test data sets). */
+MB_API int mb_setup_bind_input_dir(mb_setup *setup, const char *dir);
+
 /* 1 if initializer i trains under this setup (setup may be NULL), 0 if not, <0 on error. */
 MB_API int mb_initializer_trainable(const mb_model *model, const mb_setup *setup, size_t i);
 

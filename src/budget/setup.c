@@ -9,7 +9,9 @@
 MB_API int mb_setup_create(mb_setup **out) {
   if (!out) return MB_E_INVALID_ARG;
   *out = calloc(1, sizeof **out);
-  return *out ? MB_OK : MB_E_NOMEM;
+  if (!*out) return MB_E_NOMEM;
+  mb_arena_init(&(*out)->arena);
+  return MB_OK;
 }
 
 static void free_list(char **list, size_t n) {
@@ -23,6 +25,9 @@ MB_API void mb_setup_free(mb_setup *s) {
   free_list(s->trainable, s->n_trainable);
   free_list(s->dim_names, s->n_dims);
   free(s->dim_values);
+  free(s->bound);
+  free(s->is_bound);
+  mb_arena_destroy(&s->arena);
   free(s);
 }
 

@@ -13,14 +13,14 @@
 #include "util/strmap.h"
 
 typedef struct conv {
-  struct mb_model *m;
+  mb_arena *arena;   /* where everything converted lives */
   mb_diag *d;
   /* warnings collect in a growable array, copied into the arena at the end */
   const char **warnings;
   int32_t n_warnings, cap_warnings;
 } conv;
 
-#define ARENA (&c->m->arena)
+#define ARENA (c->arena)
 #define OOM() mb_fail(c->d, MB_E_NOMEM, "out of memory")
 
 #if defined(__GNUC__)
@@ -600,8 +600,15 @@ static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, 
   return rc;
 }
 
+int mb_convert_tensor(const Onnx__TensorProto *t, mb_arena *arena, mb_const_tensor *out,
+                      mb_diag *d) {
+  conv cc = {arena, d, NULL, 0, 0};
+  memset(out, 0, sizeof *out);
+  return convert_dense(&cc, t, "tensor", out);
+}
+
 int mb_convert_model(const Onnx__ModelProto *pm, struct mb_model *m, mb_diag *d) {
-  conv cc = {m, d, NULL, 0, 0};
+  conv cc = {&m->arena, d, NULL, 0, 0};
   conv *c = &cc;
   if (!pm->graph) return mb_fail(d, MB_E_INVALID_MODEL, "the model has no graph");
   m->ir_version = pm->has_ir_version ? pm->ir_version : 0;

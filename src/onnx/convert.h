@@ -7,4 +7,7 @@
 
 /* Fill m (whose arena is ready) from pm. Names every offending node, tensor or dim. */
 int mb_convert_model(const Onnx__ModelProto *pm, struct mb_model *m, mb_diag *d);
+/* One TensorProto (a test-data input, for instance) into out, allocated in arena. */
+int mb_convert_tensor(const Onnx__TensorProto *t, mb_arena *arena, mb_const_tensor *out,
+                      mb_diag *d);
 #endif

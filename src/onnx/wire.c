@@ -363,3 +363,8 @@ int mb_wire_slim_model(const uint8_t *data, size_t len, mb_strbuf *out, mb_diag 
   walker w = {data, out, d};
   return slim_message(&w, M_MODEL, data, data + len, 0);
 }
+
+int mb_wire_slim_tensor(const uint8_t *data, size_t len, mb_strbuf *out, mb_diag *d) {
+  walker w = {data, out, d};
+  return slim_message(&w, M_TENSOR, data, data + len, 0);
+}

@@ -24,6 +24,9 @@
  * MB_E_LIMIT / MB_E_NOMEM with a message naming the message, field and byte offset. */
 int mb_wire_slim_model(const uint8_t *data, size_t len, mb_strbuf *out, mb_diag *d);
 
+/* The same for a serialized TensorProto (ONNX test data files). */
+int mb_wire_slim_tensor(const uint8_t *data, size_t len, mb_strbuf *out, mb_diag *d);
+
 /* Decode one varint at p (at most end - p bytes). Returns bytes used, 0 if malformed. */
 size_t mb_wire_varint(const uint8_t *p, const uint8_t *end, uint64_t *v);
 #endif

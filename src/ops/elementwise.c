@@ -76,7 +76,7 @@ static const binop_rule binops[] = {
   {"Add", op_add, false}, {"Sub", op_sub, false}, {"Mul", op_mul, false},
   {"Div", op_div, false}, {"Mod", op_mod, false}, {"Min", op_min, false},
   {"Max", op_max, false}, {"Sum", op_add, false}, {"Pow", NULL, false},
-  {"Mean", NULL, false}, {"PRelu", NULL, false}, {"BitShift", NULL, false},
+  {"Mean", NULL, false}, {"BitShift", NULL, false},
   {"BitwiseAnd", NULL, false}, {"BitwiseOr", NULL, false}, {"BitwiseXor", NULL, false},
   {"Equal", op_eq, true}, {"Less", op_lt, true}, {"Greater", op_gt, true},
   {"LessOrEqual", op_le, true}, {"GreaterOrEqual", op_ge, true},
@@ -89,7 +89,28 @@ static const binop_rule *find_binop(const char *op) {
   return NULL;
 }
 
-/* Broadcast all inputs (variadic Sum/Min/Max/Mean included); fold integer values. */
+/* Floating arithmetic on known values (window lengths, Resize scales computed in float). */
+static int fold_float(mb_op_ctx *c, int32_t r, const int64_t *dims, uint64_t n) {
+  const char *op = c->node->op_type;
+  int kind = !strcmp(op, "Add") ? 1 : !strcmp(op, "Sub") ? 2 : !strcmp(op, "Mul") ? 3
+           : !strcmp(op, "Div") ? 4 : !strcmp(op, "Min") ? 5 : !strcmp(op, "Max") ? 6 : 0;
+  if (!kind || mb_dtype_class_of(c->out[0]->dtype) != MB_DCLASS_FLOAT) return MB_OK;
+  int64_t na, nb;
+  const double *a = mb_op_fvalues(c, 0, &na), *b = mb_op_fvalues(c, 1, &nb);
+  double *o = malloc((size_t)(n ? n : 1) * sizeof *o);
+  if (!a || !b || !o) { free(o); return mb_fail(c->d, MB_E_NOMEM, "out of memory"); }
+  for (uint64_t k = 0; k < n; k++) {
+    double x = a[bcast_index(c->in[0], r, dims, (int64_t)k)];
+    double y = b[bcast_index(c->in[1], r, dims, (int64_t)k)];
+    o[k] = kind == 1 ? x + y : kind == 2 ? x - y : kind == 3 ? x * y : kind == 4 ? x / y
+         : kind == 5 ? (x < y ? x : y) : (x > y ? x : y);
+  }
+  int rc = mb_op_set_fvalues(c, 0, o, (int64_t)n);
+  free(o);
+  return rc;
+}
+
+/* Broadcast all inputs (variadic Sum/Min/Max/Mean included); fold known values. */
 static int broadcast_op(mb_op_ctx *c) {
   const binop_rule *rule = find_binop(c->node->op_type);
   const mb_tinfo *first;
@@ -110,13 +131,14 @@ static int broadcast_op(mb_op_ctx *c) {
   }
   int32_t dtype = rule && rule->bool_out ? MB_DTYPE_BOOL : first->dtype;
   if ((rc = mb_op_set(c, 0, dtype, acc.rank, dims))) return rc;
-  /* value folding for two known integer inputs */
-  if (!rule || !rule->fn || c->n_in != 2) return MB_OK;
-  int64_t na, nb;
-  const int64_t *a = mb_op_ivalues(c, 0, &na), *b = mb_op_ivalues(c, 1, &nb);
-  if (!a || !b) return MB_OK;
+  /* value folding for two known inputs */
+  if (!rule || c->n_in != 2 || !c->out[0] || !c->in[0]->val || !c->in[1]->val) return MB_OK;
   uint64_t n = mb_tinfo_numel(c->out[0]);
   if (n > MB_SMALL_VALUE_MAX) return MB_OK;
+  if (c->in[0]->val->is_float || c->in[1]->val->is_float) return fold_float(c, acc.rank, dims, n);
+  if (!rule->fn) return MB_OK;
+  int64_t na, nb;
+  const int64_t *a = mb_op_ivalues(c, 0, &na), *b = mb_op_ivalues(c, 1, &nb);
   int64_t *o = malloc((size_t)(n ? n : 1) * sizeof *o);
   if (!o) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
   bool ok = true;
@@ -175,7 +197,24 @@ static int cast_op(mb_op_ctx *c) {
     return mb_op_fail(c, "cast to unknown data type %d", (int)to);
   if ((rc = mb_op_set(c, 0, to, x->rank, x->dims))) return rc;
   int64_t n;
+  if (c->in[0]->val && c->in[0]->val->is_float) { /* float values: to float keeps, to int truncates */
+    const double *f = mb_op_fvalues(c, 0, &n);
+    if (!f) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
+    if (mb_dtype_is_float(to)) return mb_op_set_fvalues(c, 0, f, n);
+    if (!mb_dtype_is_integer_like(to)) return MB_OK;
+    int64_t *o = malloc((size_t)(n ? n : 1) * sizeof *o);
+    if (!o) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
+    for (int64_t k = 0; k < n; k++)
+      o[k] = to == MB_DTYPE_BOOL ? f[k] != 0 : (f[k] > -9e18 && f[k] < 9e18) ? (int64_t)f[k] : 0;
+    rc = mb_op_set_ivalues(c, 0, o, n);
+    free(o);
+    return rc;
+  }
   const int64_t *v = mb_op_ivalues(c, 0, &n);
+  if (v && mb_dtype_is_float(to)) {
+    const double *f = mb_op_fvalues(c, 0, &n);
+    return f ? mb_op_set_fvalues(c, 0, f, n) : mb_fail(c->d, MB_E_NOMEM, "out of memory");
+  }
   if (v && mb_dtype_is_integer_like(to)) {
     int64_t *o = malloc((size_t)(n ? n : 1) * sizeof *o);
     if (!o) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
@@ -208,7 +247,8 @@ const mb_op_def mb_ops_elementwise[] = {
   {"", "Add", 1, 2, broadcast_op}, {"", "Sub", 1, 2, broadcast_op},
   {"", "Mul", 1, 2, broadcast_op}, {"", "Div", 1, 2, broadcast_op},
   {"", "Mod", 10, 2, broadcast_op}, {"", "Pow", 1, 2, broadcast_op},
-  {"", "PRelu", 1, 2, broadcast_op}, {"", "BitShift", 11, 2, broadcast_op},
+  {"", "PRelu", 1, 2, unary}, /* the slope broadcasts into X (legacy opsets: along channels) */
+  {"", "BitShift", 11, 2, broadcast_op},
   {"", "BitwiseAnd", 18, 2, broadcast_op}, {"", "BitwiseOr", 18, 2, broadcast_op},
   {"", "BitwiseXor", 18, 2, broadcast_op},
   {"", "Min", 1, 1, broadcast_op}, {"", "Max", 1, 1, broadcast_op},

@@ -1,6 +1,7 @@
 /* Tensor-manipulation ops with value propagation: Constant, Shape, Size, Reshape, Transpose,
  * (Un)Squeeze, Concat, Gather, Slice, Expand, ConstantOfShape, Range, Split. These are the
  * Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains exporters emit. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -370,22 +371,32 @@ static int constant_of_shape(mb_op_ctx *c) {
 }
 
 static int range(mb_op_ctx *c) {
+  if (c->n_in < 3 || !c->in[0]) return mb_op_fail(c, "Range needs start, limit and delta");
   int64_t n0, n1, n2;
   const int64_t *s = mb_op_ivalues(c, 0, &n0), *l = mb_op_ivalues(c, 1, &n1), *d = mb_op_ivalues(c, 2, &n2);
-  if (!s || !l || !d || n0 != 1 || n1 != 1 || n2 != 1)
+  if (s && l && d && n0 == 1 && n1 == 1 && n2 == 1) {
+    if (d[0] == 0) return mb_op_fail(c, "delta is 0");
+    int64_t span = l[0] - s[0];
+    int64_t n = span / d[0] + ((span % d[0]) != 0 && (span > 0) == (d[0] > 0));
+    if (n < 0) n = 0;
+    int rc = mb_op_set(c, 0, c->in[0]->dtype, 1, &n);
+    if (rc || n > MB_SMALL_VALUE_MAX) return rc;
+    int64_t *o = malloc((size_t)(n ? n : 1) * sizeof *o);
+    if (!o) return oom(c);
+    for (int64_t k = 0; k < n; k++) o[k] = s[0] + k * d[0];
+    rc = mb_op_set_ivalues(c, 0, o, n);
+    free(o);
+    return rc;
+  }
+  /* floating range: ceil((limit - start) / delta) elements */
+  const double *fs = mb_op_fvalues(c, 0, &n0), *fl = mb_op_fvalues(c, 1, &n1), *fd = mb_op_fvalues(c, 2, &n2);
+  if (!fs || !fl || !fd || n0 != 1 || n1 != 1 || n2 != 1)
     return mb_op_fail(c, "start, limit and delta are not known statically");
-  if (d[0] == 0) return mb_op_fail(c, "delta is 0");
-  int64_t span = l[0] - s[0];
-  int64_t n = span / d[0] + ((span % d[0]) != 0 && (span > 0) == (d[0] > 0));
-  if (n < 0) n = 0;
-  int rc = mb_op_set(c, 0, c->in[0]->dtype, 1, &n);
-  if (rc || n > MB_SMALL_VALUE_MAX) return rc;
-  int64_t *o = malloc((size_t)(n ? n : 1) * sizeof *o);
-  if (!o) return oom(c);
-  for (int64_t k = 0; k < n; k++) o[k] = s[0] + k * d[0];
-  rc = mb_op_set_ivalues(c, 0, o, n);
-  free(o);
-  return rc;
+  if (fd[0] == 0) return mb_op_fail(c, "delta is 0");
+  double count = ceil((fl[0] - fs[0]) / fd[0]);
+  if (!(count < 1e15)) return mb_op_fail(c, "range is too long");
+  int64_t n = count > 0 ? (int64_t)count : 0;
+  return mb_op_set(c, 0, c->in[0]->dtype, 1, &n);
 }
 
 static int split(mb_op_ctx *c) {

@@ -32,6 +32,14 @@ static int bind_inputs(mb_shapes *sh, const mb_graph *g, const mb_setup *s, mb_d
   for (int32_t i = 0; i < g->n_inputs; i++) {
     const mb_value *v = &g->values[g->inputs[i]];
     mb_tinfo *t = &sh->t[g->inputs[i]];
+    const mb_const_tensor *b = mb_setup_bound_input(s, (size_t)i);
+    if (b) { /* a concrete tensor given by the caller */
+      t->dtype = b->dtype;
+      t->rank = b->rank;
+      t->dims = b->dims;
+      t->val = b->values;
+      continue;
+    }
     if (v->type.rank < 0)
       return mb_fail(d, MB_E_INVALID_MODEL, "graph input '%s' declares no shape", v->name);
     t->dtype = v->type.dtype;
