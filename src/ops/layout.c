@@ -231,6 +231,104 @@ static int einsum(mb_op_ctx *c) {
   return mb_op_set(c, 0, c->in[0]->dtype, r, dims);
 }
 
+/* Same shape as input 0, dtype from the "dtype" attribute when given. */
+static int like_input_dtype(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  return rc ? rc : mb_op_set(c, 0, (int32_t)mb_op_attr_i(c, "dtype", x->dtype), x->rank, x->dims);
+}
+
+static int grid_sample(mb_op_ctx *c) { /* X [N, C, D1..Dr], grid [N, O1..Or, r] */
+  const mb_tinfo *x, *grid;
+  int rc;
+  if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &grid))) return rc;
+  if (x->rank < 3 || grid->rank != x->rank || grid->dims[grid->rank - 1] != x->rank - 2)
+    return mb_op_fail(c, "grid does not match the input's spatial rank");
+  int64_t dims[MB_MAX_RANK] = {x->dims[0], x->dims[1]};
+  for (int32_t k = 1; k < grid->rank - 1; k++) dims[k + 1] = grid->dims[k];
+  return mb_op_set(c, 0, x->dtype, x->rank, dims);
+}
+
+static int det(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  if (x->rank < 2 || x->dims[x->rank - 1] != x->dims[x->rank - 2])
+    return mb_op_fail(c, "needs square matrices in the last two axes");
+  return mb_op_set(c, 0, x->dtype, x->rank - 2, x->dims);
+}
+
+static int roi_align(mb_op_ctx *c) { /* X [N, C, H, W], rois [R, 4] -> [R, C, oh, ow] */
+  const mb_tinfo *x, *rois;
+  int rc;
+  if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &rois))) return rc;
+  if (x->rank != 4 || rois->rank != 2) return mb_op_fail(c, "needs X of rank 4 and rois of rank 2");
+  int64_t dims[4] = {rois->dims[0], x->dims[1], mb_op_attr_i(c, "output_height", 1),
+                     mb_op_attr_i(c, "output_width", 1)};
+  return mb_op_set(c, 0, x->dtype, 4, dims);
+}
+
+static int max_unpool(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  int64_t n;
+  const int64_t *shape = c->n_in > 2 && c->in[2] ? mb_op_ivalues(c, 2, &n) : NULL;
+  if (c->n_in > 2 && c->in[2]) {
+    if (!shape || n != x->rank) return mb_op_fail(c, "output_shape is not known statically");
+    return mb_op_set(c, 0, x->dtype, x->rank, shape);
+  }
+  const int64_t *ks, *st, *pads;
+  uint64_t nk = mb_op_attr_ints(c, "kernel_shape", &ks), ns = mb_op_attr_ints(c, "strides", &st);
+  uint64_t np = mb_op_attr_ints(c, "pads", &pads);
+  int32_t nsp = x->rank - 2;
+  if (nsp < 1 || nk != (uint64_t)nsp) return mb_op_fail(c, "kernel_shape does not match the input");
+  int64_t dims[MB_MAX_RANK] = {x->dims[0], x->dims[1]};
+  for (int32_t i = 0; i < nsp; i++)
+    dims[2 + i] = (x->dims[2 + i] - 1) * (ns ? st[i] : 1) + ks[i] - (np ? pads[i] + pads[i + nsp] : 0);
+  return mb_op_set(c, 0, x->dtype, x->rank, dims);
+}
+
+/* Output sizes that depend on values: known when the values are (bound test inputs,
+ * constants), otherwise reported as data-dependent. */
+static int data_dependent(mb_op_ctx *c) {
+  return mb_fail(c->d, MB_E_UNSUPPORTED,
+                 "node '%s': op %s has a data-dependent output shape and the values it depends "
+                 "on are not known statically", c->node->name, c->node->op_type);
+}
+
+static int compress(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  int64_t n;
+  const int64_t *cond = mb_op_ivalues(c, 1, &n);
+  if (!cond) return data_dependent(c);
+  const mb_attr *axis_attr = mb_op_attr(c, "axis");
+  int64_t limit = axis_attr ? 0 : (int64_t)mb_tinfo_numel(x), count = 0;
+  int32_t axis = 0;
+  if (axis_attr && (rc = mb_op_axis(c, axis_attr->i, x->rank, &axis))) return rc;
+  if (axis_attr) limit = x->dims[axis];
+  for (int64_t k = 0; k < n && k < limit; k++) count += cond[k] != 0;
+  if (!axis_attr) return mb_op_set(c, 0, x->dtype, 1, &count);
+  int64_t dims[MB_MAX_RANK];
+  memcpy(dims, x->dims, (size_t)x->rank * sizeof *dims);
+  dims[axis] = count;
+  return mb_op_set(c, 0, x->dtype, x->rank, dims);
+}
+
+static int non_zero(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  if (!x->val) return data_dependent(c);
+  int64_t count = 0;
+  for (int64_t k = 0; k < x->val->count; k++)
+    count += x->val->is_float ? x->val->f[k] != 0 : x->val->i[k] != 0;
+  int64_t dims[2] = {x->rank, count};
+  return mb_op_set(c, 0, MB_DTYPE_INT64, 2, dims);
+}
+
 const mb_op_def mb_ops_layout[] = {
   {"", "Resize", 10, 1, resize},
   {"", "Upsample", 7, 1, resize},
@@ -251,5 +349,18 @@ const mb_op_def mb_ops_layout[] = {
   {"", "GroupNormalization", 18, 3, like_input},
   {"", "RMSNormalization", 23, 2, like_input},
   {"", "MeanVarianceNormalization", 9, 1, like_input},
+  {"", "ReverseSequence", 10, 2, like_input},
+  {"", "EyeLike", 9, 1, like_input_dtype},
+  {"", "Bernoulli", 15, 1, like_input_dtype},
+  {"", "RandomUniformLike", 1, 1, like_input_dtype},
+  {"", "RandomNormalLike", 1, 1, like_input_dtype},
+  {"", "GridSample", 16, 2, grid_sample},
+  {"", "Det", 11, 1, det},
+  {"", "RoiAlign", 10, 3, roi_align},
+  {"", "MaxUnpool", 9, 2, max_unpool},
+  {"", "Compress", 9, 2, compress},
+  {"", "NonZero", 9, 1, non_zero},
+  {"", "NonMaxSuppression", 10, 2, data_dependent},
+  {"", "Unique", 11, 1, data_dependent},
 };
 const size_t mb_ops_layout_count = sizeof mb_ops_layout / sizeof mb_ops_layout[0];

@@ -42,10 +42,8 @@ static int spatial(mb_op_ctx *c, const mb_tinfo *x, const int64_t *kernel, int32
   return MB_OK;
 }
 
-static int conv(mb_op_ctx *c) {
-  const mb_tinfo *x, *w;
+int mb_op_conv_shape(mb_op_ctx *c, const mb_tinfo *x, const mb_tinfo *w, int32_t dtype) {
   int rc;
-  if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &w))) return rc;
   if (x->rank < 3 || w->rank != x->rank)
     return mb_op_fail(c, "input rank %d and weight rank %d do not make a convolution", (int)x->rank, (int)w->rank);
   int32_t nsp = x->rank - 2;
@@ -59,7 +57,14 @@ static int conv(mb_op_ctx *c) {
   dims[0] = x->dims[0];
   dims[1] = w->dims[0];
   if ((rc = spatial(c, x, nk ? ks : w->dims + 2, nsp, false, dims + 2))) return rc;
-  return mb_op_set(c, 0, x->dtype, x->rank, dims);
+  return mb_op_set(c, 0, dtype, x->rank, dims);
+}
+
+static int conv(mb_op_ctx *c) {
+  const mb_tinfo *x, *w;
+  int rc;
+  if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &w))) return rc;
+  return mb_op_conv_shape(c, x, w, x->dtype);
 }
 
 static int conv_transpose(mb_op_ctx *c) {
@@ -160,10 +165,8 @@ static int gemm(mb_op_ctx *c) {
   return mb_op_set(c, 0, a->dtype, 2, dims);
 }
 
-static int matmul(mb_op_ctx *c) {
-  const mb_tinfo *a, *b;
+int mb_op_matmul_shape(mb_op_ctx *c, const mb_tinfo *a, const mb_tinfo *b, int32_t dtype) {
   int rc;
-  if ((rc = mb_op_input(c, 0, &a)) || (rc = mb_op_input(c, 1, &b))) return rc;
   if (a->rank == 0 || b->rank == 0) return mb_op_fail(c, "MatMul of a scalar");
   /* promote 1-D operands, as numpy.matmul does */
   int64_t ad[MB_MAX_RANK + 1], bd[MB_MAX_RANK + 1];
@@ -183,7 +186,14 @@ static int matmul(mb_op_ctx *c) {
   if ((rc = mb_op_broadcast(c, &ba, &bb, &r, dims))) return rc;
   if (a->rank > 1) dims[r++] = ad[ar - 2];
   if (b->rank > 1) dims[r++] = bd[br - 1];
-  return mb_op_set(c, 0, a->dtype, r, dims);
+  return mb_op_set(c, 0, dtype, r, dims);
+}
+
+static int matmul(mb_op_ctx *c) {
+  const mb_tinfo *a, *b;
+  int rc;
+  if ((rc = mb_op_input(c, 0, &a)) || (rc = mb_op_input(c, 1, &b))) return rc;
+  return mb_op_matmul_shape(c, a, b, a->dtype);
 }
 
 static int flatten(mb_op_ctx *c) {

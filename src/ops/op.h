@@ -76,6 +76,10 @@ const double *mb_op_fvalues(mb_op_ctx *c, int32_t i, int64_t *n);
 /* Give output i known floating values. */
 int mb_op_set_fvalues(mb_op_ctx *c, int32_t i, const double *v, int64_t n);
 
+/* Shared shape rules (nn.c), for the quantized and integer variants. */
+int mb_op_conv_shape(mb_op_ctx *c, const mb_tinfo *x, const mb_tinfo *w, int32_t dtype);
+int mb_op_matmul_shape(mb_op_ctx *c, const mb_tinfo *a, const mb_tinfo *b, int32_t dtype);
+
 /* Family tables (one file each). */
 #define MB_OP_FAMILY(name) \
   extern const mb_op_def mb_ops_##name[]; \
@@ -85,4 +89,7 @@ MB_OP_FAMILY(nn)
 MB_OP_FAMILY(tensor)
 MB_OP_FAMILY(reduce)
 MB_OP_FAMILY(layout)
+MB_OP_FAMILY(quant)
+MB_OP_FAMILY(loss)
+MB_OP_FAMILY(rnn)
 #endif

@@ -14,6 +14,9 @@ static const family families[] = {
   {mb_ops_tensor, &mb_ops_tensor_count},
   {mb_ops_reduce, &mb_ops_reduce_count},
   {mb_ops_layout, &mb_ops_layout_count},
+  {mb_ops_quant, &mb_ops_quant_count},
+  {mb_ops_loss, &mb_ops_loss_count},
+  {mb_ops_rnn, &mb_ops_rnn_count},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 

@@ -186,7 +186,7 @@ int main(int argc, char **argv) {
     total.skipped += c.skipped;
   }
   qsort(skipped_ops, (size_t)n_skipped_ops, sizeof *skipped_ops, cmp_op);
-  printf("skipped for unsupported ops:");
+  printf("skipped (unsupported op or data-dependent shape):");
   for (int i = 0; i < n_skipped_ops; i++) printf(" %s(%d)", skipped_ops[i].name, skipped_ops[i].n);
   printf("\n");
   int rc = 0;
