@@ -31,12 +31,14 @@ static int finish(struct mb_model *m, mb_diag *d, const char *prefix) {
     else snprintf(m->errmsg, need, "%s", d->msg);
   }
   if (d->status != MB_OK) {
-    mb_arena_destroy(&m->arena); /* a failed model holds only its message */
+    /* A failed model holds only its message: drop the arena and every pointer into it. */
+    mb_arena_destroy(&m->arena);
+    char *errmsg = m->errmsg;
+    int status = m->status;
+    memset(m, 0, sizeof *m);
     mb_arena_init(&m->arena);
-    m->graph = NULL;
-    m->n_all_inits = 0;
-    m->n_opsets = 0;
-    m->n_warnings = 0;
+    m->errmsg = errmsg;
+    m->status = status;
   }
   return d->status;
 }

@@ -346,6 +346,22 @@ static void test_failed_model_is_inert(void) {
   CHECK(json == NULL);
   mb_model_free(m);
   mb_model_free(NULL);
+
+  /* A model that fails after its header was converted: nothing on the handle may point into
+   * the freed model (found by fuzzing: the producer string outlived the arena). */
+  pb g = small_graph();
+  int64_t d[] = {2};
+  pb_value_info(&g, GRAPH_OUTPUT, "never", 1, d, 1);
+  pb mp = pb_model(&g);
+  pb_str(&mp, 2, "pytorch"); /* ModelProto.producer_name */
+  m = NULL;
+  CHECK_EQ_I64(mb_model_load_buffer(mp.d, mp.len, &m), MB_E_INVALID_MODEL);
+  CHECK(!strcmp(mb_model_producer(m), ""));
+  CHECK_EQ_U64(mb_model_num_opsets(m), 0);
+  CHECK_EQ_U64(mb_model_num_warnings(m), 0);
+  CHECK_EQ_U64(mb_model_num_inputs(m), 0);
+  mb_model_free(m);
+  pb_free(&mp);
 }
 
 int main(void) {
