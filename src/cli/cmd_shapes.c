@@ -37,6 +37,13 @@ int mb_cmd_shapes(int argc, char **argv) {
   if (mb_setup_create(&setup) != MB_OK) return MB_EXIT_INPUT;
   for (int i = 1; i < argc && rc == MB_EXIT_OK; i++) {
     if (!strcmp(argv[i], "--json")) json = 1;
+    else if (!strcmp(argv[i], "--input-data")) {
+      if (i + 1 >= argc) rc = mb_cli_usage_error("--input-data needs a DIR");
+      else if (mb_setup_bind_input_dir(setup, argv[++i]) != MB_OK) {
+        fprintf(stderr, "membudget: %s\n", mb_setup_errmsg(setup));
+        rc = MB_EXIT_INPUT;
+      }
+    }
     else if (!strcmp(argv[i], "--dim")) {
       if (i + 1 >= argc) rc = mb_cli_usage_error("--dim needs NAME=VALUE");
       else rc = mb_cli_parse_dim(setup, argv[++i]);

@@ -290,11 +290,18 @@ static int max_unpool(mb_op_ctx *c) {
 }
 
 /* Output sizes that depend on values: known when the values are (bound test inputs,
- * constants), otherwise reported as data-dependent. */
+ * constants); otherwise the user bounds them with --dim NODE=N, named after the node, and
+ * nothing is ever guessed. */
 static int data_dependent(mb_op_ctx *c) {
   return mb_fail(c->d, MB_E_UNSUPPORTED,
                  "node '%s': op %s has a data-dependent output shape and the values it depends "
-                 "on are not known statically", c->node->name, c->node->op_type);
+                 "on are not known statically; bound it with --dim '%s=N'", c->node->name,
+                 c->node->op_type, c->node->name);
+}
+
+/* The user's bound for this node's data-dependent count, if given. */
+static bool user_bound(const mb_op_ctx *c, int64_t *n) {
+  return mb_op_user_dim(c, c->node->name, n);
 }
 
 static int compress(mb_op_ctx *c) {
@@ -303,13 +310,15 @@ static int compress(mb_op_ctx *c) {
   if (rc) return rc;
   int64_t n;
   const int64_t *cond = mb_op_ivalues(c, 1, &n);
-  if (!cond) return data_dependent(c);
+  int64_t bound;
+  if (!cond && !user_bound(c, &bound)) return data_dependent(c);
   const mb_attr *axis_attr = mb_op_attr(c, "axis");
   int64_t limit = axis_attr ? 0 : (int64_t)mb_tinfo_numel(x), count = 0;
   int32_t axis = 0;
   if (axis_attr && (rc = mb_op_axis(c, axis_attr->i, x->rank, &axis))) return rc;
   if (axis_attr) limit = x->dims[axis];
-  for (int64_t k = 0; k < n && k < limit; k++) count += cond[k] != 0;
+  if (cond) for (int64_t k = 0; k < n && k < limit; k++) count += cond[k] != 0;
+  else count = bound;
   if (!axis_attr) return mb_op_set(c, 0, x->dtype, 1, &count);
   int64_t dims[MB_MAX_RANK];
   memcpy(dims, x->dims, (size_t)x->rank * sizeof *dims);
@@ -321,11 +330,18 @@ static int non_zero(mb_op_ctx *c) {
   const mb_tinfo *x;
   int rc = mb_op_input(c, 0, &x);
   if (rc) return rc;
-  if (!x->val) return data_dependent(c);
   int64_t count = 0;
-  for (int64_t k = 0; k < x->val->count; k++)
+  if (!x->val && !user_bound(c, &count)) return data_dependent(c);
+  for (int64_t k = 0; x->val && k < x->val->count; k++)
     count += x->val->is_float ? x->val->f[k] != 0 : x->val->i[k] != 0;
   int64_t dims[2] = {x->rank, count};
+  return mb_op_set(c, 0, MB_DTYPE_INT64, 2, dims);
+}
+
+/* NonMaxSuppression -> [selected, 3] int64: selected is only bounded by the user. */
+static int non_max_suppression(mb_op_ctx *c) {
+  int64_t dims[2] = {0, 3};
+  if (!user_bound(c, &dims[0])) return data_dependent(c);
   return mb_op_set(c, 0, MB_DTYPE_INT64, 2, dims);
 }
 
@@ -360,7 +376,7 @@ const mb_op_def mb_ops_layout[] = {
   {"", "MaxUnpool", 9, 2, max_unpool},
   {"", "Compress", 9, 2, compress},
   {"", "NonZero", 9, 1, non_zero},
-  {"", "NonMaxSuppression", 10, 2, data_dependent},
+  {"", "NonMaxSuppression", 10, 2, non_max_suppression},
   {"", "Unique", 11, 1, data_dependent},
 };
 const size_t mb_ops_layout_count = sizeof mb_ops_layout / sizeof mb_ops_layout[0];

@@ -27,6 +27,7 @@ typedef struct mb_op_ctx {
   int32_t n_in, n_out;
   const mb_tinfo *const *in; /* NULL where an optional input is omitted */
   mb_tinfo *const *out;      /* NULL where an optional output is omitted */
+  const struct mb_setup *setup; /* the caller's dim values (bounds for data-dependent sizes) */
 } mb_op_ctx;
 
 typedef int (*mb_shape_fn)(mb_op_ctx *c);
@@ -65,6 +66,9 @@ int mb_op_set_ivalues(mb_op_ctx *c, int32_t i, const int64_t *v, int64_t n);
 int mb_op_broadcast(mb_op_ctx *c, const mb_tinfo *a, const mb_tinfo *b, int32_t *rank, int64_t *out);
 /* Normalise a possibly negative axis for a given rank; error naming the node if out of range. */
 int mb_op_axis(mb_op_ctx *c, int64_t axis, int32_t rank, int32_t *out);
+/* A value the user gave for a name (--dim NAME=N), e.g. the size a data-dependent output
+ * may reach, named after its node. Returns true and sets *v when given. */
+bool mb_op_user_dim(const mb_op_ctx *c, const char *name, int64_t *v);
 /* "[2, 3, 4]" into buf for messages. */
 const char *mb_shape_str(char *buf, size_t size, const mb_tinfo *t);
 uint64_t mb_tinfo_numel(const mb_tinfo *t);

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "budget/setup.h"
 #include "ops/op.h"
 
 int mb_op_fail(mb_op_ctx *c, const char *fmt, ...) {
@@ -143,4 +144,14 @@ int mb_op_set_fvalues(mb_op_ctx *c, int32_t i, const double *v, int64_t n) {
   sv->f = copy;
   c->out[i]->val = sv;
   return MB_OK;
+}
+
+bool mb_op_user_dim(const mb_op_ctx *c, const char *name, int64_t *v) {
+  const mb_setup *s = c->setup;
+  for (size_t i = 0; s && name && i < s->n_dims; i++)
+    if (!strcmp(s->dim_names[i], name)) {
+      *v = s->dim_values[i];
+      return true;
+    }
+  return false;
 }

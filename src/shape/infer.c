@@ -75,7 +75,8 @@ static void bind_initializers(mb_shapes *sh, const mb_graph *g) {
   }
 }
 
-static int infer_graph(mb_shapes *sh, const mb_model *m, const mb_graph *g, mb_diag *d) {
+static int infer_graph(mb_shapes *sh, const mb_model *m, const mb_graph *g, const mb_setup *s,
+                       mb_diag *d) {
   const mb_tinfo **in = NULL;
   mb_tinfo **out = NULL;
   int rc = MB_OK;
@@ -101,7 +102,7 @@ static int infer_graph(mb_shapes *sh, const mb_model *m, const mb_graph *g, mb_d
       break;
     }
     mb_op_ctx c = {&sh->arena, d, n, opset, n->n_inputs, n->n_outputs,
-                   (const mb_tinfo *const *)in, (mb_tinfo *const *)out};
+                   (const mb_tinfo *const *)in, (mb_tinfo *const *)out, s};
     rc = def->shape(&c);
   }
   free(in);
@@ -128,7 +129,7 @@ MB_API int mb_infer_shapes(const mb_model *m, const mb_setup *s, mb_shapes **out
     } else {
       for (int32_t v = 0; v < g->n_values; v++) sh->t[v].rank = -1;
       bind_initializers(sh, g);
-      if (bind_inputs(sh, g, s, &d) == MB_OK) infer_graph(sh, m, g, &d);
+      if (bind_inputs(sh, g, s, &d) == MB_OK) infer_graph(sh, m, g, s, &d);
     }
   }
   sh->status = d.status;

@@ -67,3 +67,18 @@ def test_ops_lists_the_table(cli):
     out = run(cli, "ops", check=0).stdout
     assert any(line.split()[:3] == ["ai.onnx", "Conv", "1"] for line in out.splitlines())
     assert any(line.split()[:3] == ["ai.onnx", "LayerNormalization", "17"] for line in out.splitlines())
+
+
+TESTDATA = "/usr/share/libonnx-testdata/data/node/test_reshape_extended_dims"
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir(TESTDATA), reason="libonnx-testdata not installed")
+def test_input_data_binds_values(cli):
+    # input_1.pb holds the target shape [2, 3, 2, 2] (output_0.pb has that shape): without it
+    # the Reshape cannot resolve
+    p = run(cli, "shapes", f"{TESTDATA}/model.onnx", "--json",
+            "--input-data", f"{TESTDATA}/test_data_set_0", check=0)
+    t = {v["name"]: v for v in json.loads(p.stdout)["tensors"]}
+    assert t["reshaped"]["shape"] == [2, 3, 2, 2]
+    p = run(cli, "shapes", f"{TESTDATA}/model.onnx", "--input-data", "/nonexistent", check=1)
+    assert "input_0.pb" in p.stderr

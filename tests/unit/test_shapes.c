@@ -153,7 +153,36 @@ static void test_resize_and_reduce(void) {
   mb_model_free(model);
 }
 
+static void test_data_dependent_bound(void) {
+  pb g = {0};
+  int64_t xd[] = {3, 4}, yd[] = {2, -1};
+  pb_value_info(&g, GRAPH_INPUT, "x", 1, xd, 2);
+  pb_node(&g, "nz", "NonZero", (const char *[]){"x", NULL}, (const char *[]){"y", NULL});
+  pb_value_info(&g, GRAPH_OUTPUT, "y", 7, yd, 2);
+  pb m = pb_model(&g);
+  mb_model *model = NULL;
+  CHECK_EQ_I64(mb_model_load_buffer(m.d, m.len, &model), MB_OK);
+  pb_free(&m);
+  mb_shapes *sh = NULL;
+  CHECK_EQ_I64(mb_infer_shapes(model, NULL, &sh), MB_E_UNSUPPORTED);
+  CHECK_CONTAINS(mb_shapes_errmsg(sh), "node 'nz': op NonZero has a data-dependent output shape");
+  CHECK_CONTAINS(mb_shapes_errmsg(sh), "--dim 'nz=N'");
+  mb_shapes_free(sh);
+  mb_setup *s = NULL;
+  mb_setup_create(&s);
+  mb_setup_set_dim(s, "nz", 7); /* at most 7 non-zeros: the user's bound, not a guess */
+  CHECK_EQ_I64(mb_infer_shapes(model, s, &sh), MB_OK);
+  mb_shape_desc d;
+  CHECK(find(sh, "y", &d));
+  CHECK_EQ_I64(d.dims[0], 2);
+  CHECK_EQ_I64(d.dims[1], 7);
+  mb_shapes_free(sh);
+  mb_setup_free(s);
+  mb_model_free(model);
+}
+
 int main(void) {
+  test_data_dependent_bound();
   test_unsupported_op();
   test_resize_and_reduce();
   test_reshape_chain();
