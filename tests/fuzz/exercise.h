@@ -7,7 +7,8 @@
  *    that every accessor is safe (and empty) on the failed handle;
  *  - on success: reads every string, dim and struct every accessor hands out (so ASan sees any
  *    dangling or short array), accounts with no setup and with a freeze + trainable setup,
- *    renders mb_model_info_json() both ways, probes out-of-range indices;
+ *    renders mb_model_info_json() and runs mb_infer_shapes() both ways (batch=2, sequence=7),
+ *    probes out-of-range indices;
  * and frees everything. It returns 0, or -1 after printing to stderr when an API invariant is
  * broken (memory errors are left to the sanitizers). Header-only: every function is static. */
 #ifndef MB_TESTS_FUZZ_EXERCISE_H
@@ -72,6 +73,44 @@ static int mb_fuzz_check_json(const char *json, int rc) {
     return mb_fuzz_violation("mb_model_info_json is not one JSON object", rc, NULL);
   mb_fuzz_sink += n;
   return 0;
+}
+
+/* Shape inference at the setup's dim values (NULL: only declared dims). Failing is fine (ops
+ * not covered yet, unbound dims); a failure must have a message and hand out nothing. */
+static int mb_fuzz_exercise_shapes(const mb_model *m, const mb_setup *setup) {
+  mb_shapes *sh = NULL;
+  int bad = 0;
+  int rc = mb_infer_shapes(m, setup, &sh);
+  if (!mb_fuzz_status_ok(rc)) {
+    bad = mb_fuzz_violation("mb_infer_shapes: unknown status code", rc, NULL);
+  } else if (rc != MB_OK) {
+    const char *msg = mb_shapes_errmsg(sh);
+    if (!msg || !*msg) bad = mb_fuzz_violation("mb_infer_shapes failed without a message", rc, NULL);
+    mb_fuzz_touch_str(msg);
+    if (mb_shapes_num_tensors(sh))
+      bad = mb_fuzz_violation("failed mb_infer_shapes still reports tensors", rc, msg);
+  } else {
+    size_t n = mb_shapes_num_tensors(sh);
+    for (size_t i = 0; i <= n; i++) {
+      mb_shape_desc d = {.struct_size = sizeof d};
+      int trc = mb_shapes_tensor(sh, i, &d);
+      if (i == n) {
+        if (trc != MB_E_RANGE) bad = mb_fuzz_violation("mb_shapes_tensor past the end", trc, NULL);
+        continue;
+      }
+      if (trc != MB_OK || !d.name || d.rank < -1 || (d.rank > 0 && !d.dims)) {
+        bad = mb_fuzz_violation("mb_shapes_tensor", trc, d.name);
+        continue;
+      }
+      mb_fuzz_touch_str(d.name);
+      mb_fuzz_touch_str(d.producer);
+      mb_fuzz_touch_str(d.op_type);
+      for (int32_t k = 0; k < d.rank; k++) mb_fuzz_sink += (uint64_t)d.dims[k];
+      mb_fuzz_sink += d.nbytes;
+    }
+  }
+  mb_shapes_free(sh);
+  return bad;
 }
 
 static int mb_fuzz_exercise_loaded(const mb_model *m, mb_setup *setup) {
@@ -167,6 +206,7 @@ static int mb_fuzz_exercise_loaded(const mb_model *m, mb_setup *setup) {
     if (rc == MB_OK) bad |= mb_fuzz_check_json(json, rc);
     else if (rc != MB_E_NOMEM || json) bad |= mb_fuzz_violation("mb_model_info_json", rc, NULL);
     mb_free(json);
+    bad |= mb_fuzz_exercise_shapes(m, setups[k]);
   }
   return bad;
 }
@@ -186,7 +226,9 @@ static int mb_fuzz_exercise(const uint8_t *data, size_t size, int *status) {
     mb_setup *setup = NULL;
     if (mb_setup_create(&setup) != MB_OK || mb_setup_add_freeze(setup, "*") != MB_OK ||
         mb_setup_add_trainable(setup, "*bias*") != MB_OK ||
-        mb_setup_add_trainable(setup, "*[Nn]orm*.weigh?") != MB_OK) {
+        mb_setup_add_trainable(setup, "*[Nn]orm*.weigh?") != MB_OK ||
+        mb_setup_set_dim(setup, "batch", 2) != MB_OK ||
+        mb_setup_set_dim(setup, "sequence", 7) != MB_OK) {
       bad = mb_fuzz_violation("setup creation", 0, mb_setup_errmsg(setup));
     } else {
       bad = mb_fuzz_exercise_loaded(m, setup);

@@ -15,17 +15,27 @@
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "exercise.h"
 
 /* Sanitizer hook (weak: absent in a plain build) to name the input that killed the process. */
 extern void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+
+/* UBSan's default is to _exit() on an error, past any hook; it must abort() instead so that
+ * the SIGABRT handler below can name and save the input. clang's runtime reads this hook; GCC's
+ * does not see it, so main() also re-executes itself with UBSAN_OPTIONS set when it is unset. */
+#define MB_REPLAY_UBSAN_OPTIONS "print_stacktrace=1:abort_on_error=1"
+const char *__ubsan_default_options(void);
+const char *__ubsan_default_options(void) { return MB_REPLAY_UBSAN_OPTIONS; }
 
 typedef struct options {
   size_t truncate_step, mutate_step; /* 0: off */
@@ -52,6 +62,7 @@ static struct {
   const char *save_dir;
 } current;
 
+/* Also called while dying, hence open/write rather than stdio. */
 static void save_input(const char *tag, const uint8_t *data, size_t size) {
   if (!current.save_dir) return;
   const char *base = strrchr(current.file, '/');
@@ -59,20 +70,32 @@ static void save_input(const char *tag, const uint8_t *data, size_t size) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s-%s-%s-%zu", current.save_dir, tag, base, current.op,
            current.arg);
-  FILE *f = fopen(path, "wb");
-  if (!f) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
     fprintf(stderr, "cannot write %s: %s\n", path, strerror(errno));
     return;
   }
-  fwrite(data, 1, size, f);
-  fclose(f);
+  for (size_t done = 0; done < size;) {
+    ssize_t w = write(fd, data + done, size - done);
+    if (w <= 0) break;
+    done += (size_t)w;
+  }
+  close(fd);
   fprintf(stderr, "saved %s\n", path);
 }
 
 static void on_death(void) {
+  static volatile sig_atomic_t once;
+  if (once++) return;
   fprintf(stderr, "mb_fuzz_replay: died on %s (%s %zu, %zu bytes)\n", current.file, current.op,
           current.arg, current.size);
   save_input("crash", current.data, current.size);
+}
+
+static void on_abort(int sig) {
+  on_death();
+  signal(sig, SIG_DFL);
+  raise(sig);
 }
 
 static double now_ms(void) {
@@ -286,10 +309,15 @@ int main(int argc, char **argv) {
     }
   }
   if (!n_paths) return usage();
+  if (__sanitizer_set_death_callback && !getenv("UBSAN_OPTIONS")) {
+    setenv("UBSAN_OPTIONS", MB_REPLAY_UBSAN_OPTIONS, 1);
+    execv("/proc/self/exe", argv); /* on failure, go on without it */
+  }
   current.save_dir = o.save_dir;
   current.file = "(none)";
   current.op = "whole";
   if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(on_death);
+  signal(SIGABRT, on_abort);
 
   int io_errors = 0;
   for (int i = 1; i < argc; i++) {

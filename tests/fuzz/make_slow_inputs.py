@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Inputs that made the loader take seconds (quadratic paths), generated rather than stored:
+each is 0.3-0.7 MB. All are valid protobuf; a correct loader answers each in milliseconds.
+
+    make_slow_inputs.py --out DIR [--replay MB_FUZZ_REPLAY]
+
+writes DIR/slow-*.onnx and, with --replay, runs the replayer on DIR (it fails a load over
+1 s) and exits with its status. ctest runs it as `fuzz_replay_slow` (see replay.cmake).
+Standard library only."""
+import argparse
+import itertools
+import os
+import subprocess
+import sys
+
+
+def varint(v):
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def field(num, payload):  # length-delimited field
+    if isinstance(payload, str):
+        payload = payload.encode()
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+
+
+def vfield(num, value):  # varint field
+    return varint(num << 3) + varint(value)
+
+
+def node(op, inputs=(), outputs=(), attrs=()):
+    return (b"".join(field(1, i) for i in inputs) + b"".join(field(2, o) for o in outputs) +
+            field(4, op) + b"".join(field(5, a) for a in attrs))
+
+
+def graph(nodes=(), inputs=(), name="g"):
+    return (b"".join(field(1, n) for n in nodes) + field(2, name) +
+            b"".join(field(11, field(1, i)) for i in inputs))
+
+
+def model(graph_bytes):
+    return vfield(1, 8) + field(7, graph_bytes) + field(8, vfield(2, 17))
+
+
+def nested_captures(names=300, depth=32):
+    """Subgraphs 32 deep, each reading the same outer names: graph.c resolved every capture by
+    scanning every value of every enclosing graph, once per enclosing level (D^3 x N^2)."""
+    names = ["%x" % i for i in range(names)]
+    g = None
+    for level in range(depth, 0, -1):
+        nodes = [node("Sum", names, ["s%d" % level])]
+        if g is not None:
+            nodes.append(node("If", names[:1], ["o%d" % level],
+                              [field(1, "then_branch") + vfield(20, 5) + field(6, g)]))
+        g = graph(nodes, name="b%d" % level)
+    main = graph([node("If", names[:1], ["o"], [field(1, "then_branch") + vfield(20, 5) + field(6, g)])],
+                 inputs=names)
+    return model(main)
+
+
+def wide_captures(n=40000):
+    """One subgraph capturing 40k outer names: the same scan, N^2."""
+    names = ["%x" % i for i in range(n)]
+    sub = graph([node("Sum", names, ["s"])], name="b")
+    return model(graph([node("If", names[:1], ["o"], [field(1, "then_branch") + vfield(20, 5) + field(6, sub)])],
+                       inputs=names))
+
+
+def distinct_op_types(n=60000):
+    """60k nodes with distinct op types: the info summary's op histogram searched linearly."""
+    return model(graph([node("%x" % i) for i in range(n)]))
+
+
+def repeated_graph_field(n=120000):
+    """ModelProto.graph 120k times: protobuf-c merges a repeated singular message by copying
+    the accumulated arrays each time (N^2)."""
+    return vfield(1, 8) + field(7, field(1, b"")) * n + field(8, vfield(2, 17))
+
+
+# 4-character blocks: every block of a row maps the same FNV-1a state (mod 2^17) to the same
+# state, so all 162 x 164 names hash to one slot of any table up to 2^17 entries.
+BLOCKS = [
+    """
+    _Ta1 j6f1 u8o1 c0Q1 nZV1 lh.1 2o42 .kd2 Fqz2 JUJ2 DsR2 yTE3 9_H3 GZp4 AhX4 6FF5 1z86
+    cHd6 Ob.6 Pjn7 Rxv7 4TD7 Zc68 .sr8 2WB8 JML8 Ow09 97b9 yL_9 A.ia LXna RNFa 4FXa il6b
+    Urpb WtXb nH6c _Fmc wXwc uN_c eEwd v3Vd Wi2e S5be kOhe rGQe AFLf GdTf 0zng pusg 6TFg
+    vkKg n83h XSnj BKpj ZQFj Mgdk 7ozk OALk IcTk Anbl Dx2m 6Llm pmym vCQm qJpn xHOn Lpho
+    dzro RvPo c73p Zipp BSFp 1ehq Oivq M_Nq 5aXq EG.q 9V8r p5dr y70s kgFs z29t x0Qt Nzzu
+    HTRu 8y4v R4kx _8zx E0Xx RLdy Wv6z Chpz j2jA Dw6B ZWdB BInB yX9C MeFC 7iTC UNFD 2v2E
+    Jl8E vAwE qHVF 8l0G LrzG HNJG lc4H BQhH 7AnI 5gvI k1sJ y52K S_nK QaFK iwXK x23L _hnL
+    wrpL YZFL qPHL 4pjM NxHM HVPM q8UO yE7P 0TaP 26IP n13Q gUZQ Wp4R CjNR JD6S Db.S i5cT
+    HE.T S9fU kClU WeVU sC5V 3ZBV maMV xA7W bUEW hZoX jhGX ln0Y j0xY 2i6Z XWjZ .mFZ FsLZ
+    DqTZ 4jb_ Lll_ Rzt_ fdN_ Xgv. TcF. rsT. VA..
+    """.split(),
+    """
+    m_X0 o571 kYg1 f1n1 SSy1 X3F1 p9L1 m7_1 7nk2 OTq2 ArI2 j2d4 R8j4 g2u4 P.B4 ePM4 MFS4
+    PFM5 8hW5 DA56 hdz6 vFR6 pJ28 6wo8 Z279 KVV9 I4.9 f52a Gmga _kma igSa 7rob ukJb sERb
+    3N_b x5zc u3Ic Y01d TV6d MJwd cjyd IvGd 1lMd axQd R4.d 8lse .tUe p06f 6Acf vJnf hxVf
+    tLug kH7h ZFlh rXvh I0bi XHCi W6Zi qB1j elkj mNRk vRhl h8_m 2Ecn Join dsWn NcYn WC3o
+    9Kao yBno Hgep JAMp LcUp k80q ydfq 9mmq Ri3r V5cr nOir wGPr _QIs Q7Qs 5zot uurt 3TGt
+    skJt xSju s3Uu D.hv IXov WNGv 1FYv DFKw BdSw ngGx f70y kC9y _isy GSEy Ax3z 3Lmz umxz
+    sCPz XNaA W4hA Z8yA MTSB enYB jx3C Rv9C 8zgC PpQC vTZD 4eiF JiwF 2GAF H_OF 0aYF 9ECG
+    HeGH 2iUH JC_H ojfI yfDI 9oSI Rk1J V7AJ OQ1K CuaK GIQK 3RiL s1sM l7BM Y9UM WLeN hc8O
+    BfmO DDuO nYaP V_oP TaGP lwYP ic7Q GQkQ EssQ 7v3R Ol9R sAvR YQCS eHET MNKT .hqU PNEU
+    o2kV r2zV tHQW OD7X 5TbY 76JY 1pkZ KxIZ MVQZ Ib5. jJR.
+    """.split(),
+]
+
+
+def fnv1a(s):
+    h = 1469598103934665603
+    for c in s.encode():
+        h = ((h ^ c) * 1099511628211) & ((1 << 64) - 1)
+    return h
+
+
+def hash_flood():
+    """26k tensor names that collide in the low 17 bits of unseeded FNV-1a: every insert into
+    the name map probed the whole cluster (N^2 strcmp)."""
+    names = ["".join(p) for p in itertools.product(*BLOCKS)]
+    assert len({fnv1a(n) & 0x1FFFF for n in names}) == 1
+    return model(graph([node("Split", ["x"], names)], inputs=["x"]))
+
+
+INPUTS = {
+    "slow-nested-subgraph-captures": nested_captures,
+    "slow-wide-subgraph-captures": wide_captures,
+    "slow-info-distinct-op-types": distinct_op_types,
+    "slow-protobuf-merge-repeated-graph": repeated_graph_field,
+    "slow-strmap-hash-flood": hash_flood,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="directory to write slow-*.onnx into")
+    ap.add_argument("--replay", help="mb_fuzz_replay binary to run on the directory")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    for name, make in INPUTS.items():
+        data = make()
+        assert len(data) < 1 << 20, (name, len(data))
+        with open(os.path.join(args.out, name + ".onnx"), "wb") as f:
+            f.write(data)
+    if args.replay:
+        return subprocess.call([args.replay, "--slow-ms=1000", args.out])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
