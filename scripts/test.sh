@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 ./scripts/setup-debian.sh
 
 # Test tools live in a venv of their own.
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import pytest' 2>/dev/null; then
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import pytest, onnx, numpy' 2>/dev/null; then
   python3 -m venv .venv
   .venv/bin/python -m pip install -q --disable-pip-version-check -r tests/requirements.txt
 fi

@@ -80,7 +80,10 @@ typedef struct mb_attr {
   mb_graph **graphs;        /* GRAPHS */
 } mb_attr;
 
+struct mb_op_def;
+
 typedef struct mb_node {
+  const struct mb_op_def *op; /* operator-table entry, resolved at load; NULL if unsupported */
   const char *name;
   const char *op_type;
   const char *domain;       /* "" for ai.onnx */

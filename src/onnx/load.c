@@ -12,6 +12,7 @@
 #include "graph/check.h"
 #include "onnx/convert.h"
 #include "onnx/wire.h"
+#include "ops/op.h"
 #include "passes/roles.h"
 
 static struct mb_model *model_new(void) {
@@ -63,6 +64,7 @@ static int load_bytes(struct mb_model *m, const uint8_t *data, size_t size, mb_d
   mb_sb_free(&slim);
   if (rc == MB_OK) rc = mb_graph_check_model(m, d);
   if (rc == MB_OK) rc = mb_roles_derive(m, d);
+  if (rc == MB_OK) mb_ops_resolve_model(m);
   return rc;
 }
 

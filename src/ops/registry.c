@@ -26,11 +26,27 @@ const mb_op_def *mb_op_find(const char *domain, const char *op_type, int64_t ops
   for (size_t f = 0; f < N_FAMILIES; f++)
     for (size_t i = 0; i < *families[f].count; i++) {
       const mb_op_def *d = &families[f].defs[i];
-      if (strcmp(d->op_type, op_type) || strcmp(d->domain, domain) || d->since > opset) continue;
+      if (d->op_type[0] != op_type[0] || strcmp(d->op_type, op_type) ||
+          strcmp(d->domain, domain) || d->since > opset)
+        continue;
       if (!best || d->since > best->since) best = d;
     }
   return best;
 }
+
+static void resolve_graph(const struct mb_model *m, mb_graph *g) {
+  for (int32_t k = 0; k < g->n_nodes; k++) {
+    mb_node *n = &g->nodes[k];
+    n->op = mb_op_find(n->domain, n->op_type, mb_model_opset_of(m, n->domain));
+    for (int32_t a = 0; a < n->n_attrs; a++) {
+      if (n->attrs[a].g) resolve_graph(m, n->attrs[a].g);
+      for (uint64_t j = 0; j < n->attrs[a].n_graphs; j++)
+        if (n->attrs[a].graphs[j]) resolve_graph(m, n->attrs[a].graphs[j]);
+    }
+  }
+}
+
+void mb_ops_resolve_model(struct mb_model *m) { resolve_graph(m, m->graph); }
 
 size_t mb_op_count(void) {
   size_t n = 0;

@@ -77,21 +77,23 @@ static void bind_initializers(mb_shapes *sh, const mb_graph *g) {
 
 static int infer_graph(mb_shapes *sh, const mb_model *m, const mb_graph *g, const mb_setup *s,
                        mb_diag *d) {
-  const mb_tinfo **in = NULL;
-  mb_tinfo **out = NULL;
-  int rc = MB_OK;
+  int32_t max_in = 1, max_out = 1;
+  for (int32_t k = 0; k < g->n_nodes; k++) {
+    if (g->nodes[k].n_inputs > max_in) max_in = g->nodes[k].n_inputs;
+    if (g->nodes[k].n_outputs > max_out) max_out = g->nodes[k].n_outputs;
+  }
+  const mb_tinfo **in = malloc((size_t)max_in * sizeof *in);
+  mb_tinfo **out = malloc((size_t)max_out * sizeof *out);
+  int rc = in && out ? MB_OK : mb_fail(d, MB_E_NOMEM, "out of memory");
   for (int32_t k = 0; k < g->n_nodes && rc == MB_OK; k++) {
     const mb_node *n = &g->nodes[k];
     int64_t opset = mb_model_opset_of(m, n->domain);
-    const mb_op_def *def = mb_op_find(n->domain, n->op_type, opset);
+    const mb_op_def *def = n->op;
     if (!def) {
       rc = mb_fail(d, MB_E_UNSUPPORTED, "node '%s': op %s (domain '%s', opset %lld) is not supported",
                    n->name, n->op_type, n->domain[0] ? n->domain : "ai.onnx", (long long)opset);
       break;
     }
-    in = realloc(in, (size_t)(n->n_inputs + 1) * sizeof *in);
-    out = realloc(out, (size_t)(n->n_outputs + 1) * sizeof *out);
-    if (!in || !out) { rc = mb_fail(d, MB_E_NOMEM, "out of memory"); break; }
     for (int32_t i = 0; i < n->n_inputs; i++) in[i] = n->inputs[i] >= 0 ? &sh->t[n->inputs[i]] : NULL;
     for (int32_t o = 0; o < n->n_outputs; o++) out[o] = n->outputs[o] >= 0 ? &sh->t[n->outputs[o]] : NULL;
     int32_t given = 0;

@@ -1,0 +1,67 @@
+/* Shape-inference speed: infer every tensor of a model at one set of dims, many times, and
+ * print the median time per call and per thousand nodes (the model is loaded once).
+ *
+ *   mb_shape_bench MODEL.onnx [--runs N] [--dim NAME=VALUE]...   */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "membudget/membudget.h"
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: mb_shape_bench MODEL.onnx [--runs N] [--dim NAME=VALUE]...\n");
+    return 2;
+  }
+  int runs = 200;
+  mb_setup *s = NULL;
+  mb_setup_create(&s);
+  for (int i = 2; i < argc; i++) {
+    if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--dim") && i + 1 < argc) {
+      char name[256];
+      long long v;
+      if (sscanf(argv[++i], "%255[^=]=%lld", name, &v) != 2) return 2;
+      mb_setup_set_dim(s, name, v);
+    }
+  }
+  if (runs < 1) runs = 1;
+  mb_model *m = NULL;
+  if (mb_model_load_file(argv[1], &m) != MB_OK) {
+    fprintf(stderr, "%s\n", mb_model_errmsg(m));
+    return 1;
+  }
+  double *t = malloc((size_t)runs * sizeof *t);
+  for (int r = 0; r < runs; r++) {
+    mb_shapes *sh = NULL;
+    double t0 = now_ms();
+    int rc = mb_infer_shapes(m, s, &sh);
+    t[r] = now_ms() - t0;
+    if (rc != MB_OK) {
+      fprintf(stderr, "%s\n", mb_shapes_errmsg(sh));
+      return 1;
+    }
+    mb_shapes_free(sh);
+  }
+  qsort(t, (size_t)runs, sizeof *t, cmp_double);
+  size_t nodes = mb_model_num_nodes(m);
+  double median = t[runs / 2];
+  printf("model=%s nodes=%zu runs=%d min_ms=%.4f median_ms=%.4f median_ms_per_1000_nodes=%.4f\n",
+         argv[1], nodes, runs, t[0], median, median * 1000.0 / (double)nodes);
+  free(t);
+  mb_model_free(m);
+  mb_setup_free(s);
+  return 0;
+}
