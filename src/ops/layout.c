@@ -38,7 +38,9 @@ static int resize(mb_op_ctx *c) {
   if (old && c->n_in < 2) { /* Upsample-7: scales attribute */
     const mb_attr *a = mb_op_attr(c, "scales");
     if (!a || a->n_floats != (uint64_t)x->rank) return mb_op_fail(c, "missing scales");
-    for (int32_t k = 0; k < x->rank; k++) dims[k] = (int64_t)floor((double)x->dims[k] * a->floats[k]);
+    for (int32_t k = 0; k < x->rank; k++)
+      if (!mb_floor_dim((double)x->dims[k] * a->floats[k], &dims[k]))
+        return mb_op_fail(c, "scale %g gives an invalid size", (double)a->floats[k]);
     return mb_op_set(c, 0, x->dtype, x->rank, dims);
   }
   if (c->n_in <= scales_in || !c->in[scales_in] || !(scales = mb_op_fvalues(c, scales_in, &n)))
@@ -46,7 +48,8 @@ static int resize(mb_op_ctx *c) {
   if (n != count) return mb_op_fail(c, "%lld scales for %lld axes", (long long)n, (long long)count);
   for (int64_t k = 0; k < count; k++) {
     if (!(scales[k] > 0)) return mb_op_fail(c, "scale %g is not positive", scales[k]);
-    dims[axes[k]] = (int64_t)floor((double)x->dims[axes[k]] * scales[k]);
+    if (!mb_floor_dim(floor((double)x->dims[axes[k]] * scales[k]), &dims[axes[k]]))
+      return mb_op_fail(c, "scale %g gives an invalid size", scales[k]);
   }
   return mb_op_set(c, 0, x->dtype, x->rank, dims);
 }
@@ -68,8 +71,9 @@ static int pad(mb_op_ctx *c) {
   for (int64_t k = 0; k < count; k++) {
     int32_t a = (int32_t)k;
     if (axes_v && (rc = mb_op_axis(c, axes_v[k], x->rank, &a))) return rc;
-    dims[a] += pads[k] + pads[k + count];
-    if (dims[a] < 0) return mb_op_fail(c, "padding makes axis %d negative", (int)a);
+    if (!mb_add_i64(dims[a], pads[k], &dims[a]) || !mb_add_i64(dims[a], pads[k + count], &dims[a]) ||
+        dims[a] < 0)
+      return mb_op_fail(c, "padding makes axis %d negative or overflows", (int)a);
   }
   return mb_op_set(c, 0, x->dtype, x->rank, dims);
 }
@@ -85,7 +89,7 @@ static int tile(mb_op_ctx *c) {
   int64_t dims[MB_MAX_RANK];
   for (int32_t k = 0; k < x->rank; k++) {
     if (rep[k] < 0) return mb_op_fail(c, "negative repeat");
-    dims[k] = x->dims[k] * rep[k];
+    if (!mb_mul_i64(x->dims[k], rep[k], &dims[k])) return mb_op_fail(c, "tiled size overflows");
   }
   return mb_op_set(c, 0, x->dtype, x->rank, dims);
 }
@@ -117,7 +121,9 @@ static int one_hot(mb_op_ctx *c) {
   int32_t r = idx->rank + 1, axis;
   if ((rc = mb_op_axis(c, mb_op_attr_i(c, "axis", -1), r, &axis))) return rc;
   int64_t dims[MB_MAX_RANK];
-  for (int32_t k = 0, j = 0; k < r; k++) dims[k] = k == axis ? (int64_t)depth[0] : idx->dims[j++];
+  int64_t dd;
+  if (!mb_floor_dim(depth[0], &dd)) return mb_op_fail(c, "depth %g is not a valid size", depth[0]);
+  for (int32_t k = 0, j = 0; k < r; k++) dims[k] = k == axis ? dd : idx->dims[j++];
   return mb_op_set(c, 0, vals->dtype, r, dims);
 }
 
@@ -284,8 +290,13 @@ static int max_unpool(mb_op_ctx *c) {
   int32_t nsp = x->rank - 2;
   if (nsp < 1 || nk != (uint64_t)nsp) return mb_op_fail(c, "kernel_shape does not match the input");
   int64_t dims[MB_MAX_RANK] = {x->dims[0], x->dims[1]};
-  for (int32_t i = 0; i < nsp; i++)
-    dims[2 + i] = (x->dims[2 + i] - 1) * (ns ? st[i] : 1) + ks[i] - (np ? pads[i] + pads[i + nsp] : 0);
+  for (int32_t i = 0; i < nsp; i++) {
+    int64_t v;
+    if (!mb_mul_i64(x->dims[2 + i] - 1, ns ? st[i] : 1, &v) || !mb_add_i64(v, ks[i], &v) ||
+        (np && (!mb_add_i64(v, -pads[i], &v) || !mb_add_i64(v, -pads[i + nsp], &v))) || v < 0)
+      return mb_op_fail(c, "output size on spatial axis %d is invalid", (int)i);
+    dims[2 + i] = v;
+  }
   return mb_op_set(c, 0, x->dtype, x->rank, dims);
 }
 

@@ -24,17 +24,19 @@ static int spatial(mb_op_ctx *c, const mb_tinfo *x, const int64_t *kernel, int32
     int64_t in = x->dims[2 + i], s = ns ? strides[i] : 1, d = nd ? dil[i] : 1, k = kernel[i];
     if (s <= 0 || d <= 0 || k <= 0)
       return mb_op_fail(c, "non-positive stride, dilation or kernel on spatial axis %d", (int)i);
-    int64_t span = d * (k - 1) + 1;
+    int64_t span, padded = in;
+    if (!mb_mul_i64(d, k - 1, &span) || !mb_add_i64(span, 1, &span) ||
+        (np && (!mb_add_i64(padded, pads[i], &padded) || !mb_add_i64(padded, pads[i + nsp], &padded))))
+      return mb_op_fail(c, "kernel, dilation or pads overflow on spatial axis %d", (int)i);
     if (!strcmp(auto_pad, "SAME_UPPER") || !strcmp(auto_pad, "SAME_LOWER")) {
-      out[i] = (in + s - 1) / s;
+      out[i] = in / s + (in % s != 0);
     } else if (!strcmp(auto_pad, "VALID")) {
       out[i] = in >= span ? (in - span) / s + 1 : 0;
     } else {
-      int64_t padded = in + (np ? pads[i] + pads[i + nsp] : 0);
       if (padded < span)
         return mb_op_fail(c, "kernel extent %lld exceeds the padded input %lld on spatial axis %d",
                           (long long)span, (long long)padded, (int)i);
-      out[i] = ceil_mode ? (padded - span + s - 1) / s + 1 : (padded - span) / s + 1;
+      out[i] = (padded - span) / s + 1 + (ceil_mode && (padded - span) % s != 0);
       /* a last window that would start entirely in the end padding is dropped */
       if (ceil_mode && (out[i] - 1) * s >= in + (np ? pads[i] : 0)) out[i]--;
     }
@@ -86,11 +88,20 @@ static int conv_transpose(mb_op_ctx *c) {
   bool same = ap && ap->s && !strncmp(ap->s, "SAME", 4);
   for (int32_t i = 0; i < nsp; i++) {
     int64_t s = ns ? strides[i] : 1, d = nd ? dil[i] : 1, k = nk ? ks[i] : w->dims[2 + i];
-    if (nos) dims[2 + i] = os[nos - (uint64_t)nsp + (uint64_t)i];
-    else if (same) dims[2 + i] = x->dims[2 + i] * s;
-    else
-      dims[2 + i] = s * (x->dims[2 + i] - 1) + (nop ? opad[i] : 0) + (k - 1) * d + 1 -
-                    (np ? pads[i] + pads[i + nsp] : 0);
+    int64_t v = 0, t;
+    bool ok = true;
+    if (nos) {
+      if (nos < (uint64_t)nsp) return mb_op_fail(c, "output_shape has too few entries");
+      v = os[nos - (uint64_t)nsp + (uint64_t)i];
+    } else if (same) {
+      ok = mb_mul_i64(x->dims[2 + i], s, &v);
+    } else {
+      ok = mb_mul_i64(s, x->dims[2 + i] - 1, &v) && mb_add_i64(v, nop ? opad[i] : 0, &v) &&
+           mb_mul_i64(k - 1, d, &t) && mb_add_i64(v, t + 1, &v) &&
+           (!np || (mb_add_i64(v, -pads[i], &v) && mb_add_i64(v, -pads[i + nsp], &v)));
+    }
+    if (!ok || v < 0) return mb_op_fail(c, "output size on spatial axis %d is invalid", (int)i);
+    dims[2 + i] = v;
   }
   return mb_op_set(c, 0, x->dtype, x->rank, dims);
 }

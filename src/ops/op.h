@@ -86,6 +86,16 @@ int mb_op_set_fvalues(mb_op_ctx *c, int32_t i, const double *v, int64_t n);
 int mb_op_conv_shape(mb_op_ctx *c, const mb_tinfo *x, const mb_tinfo *w, int32_t dtype);
 int mb_op_matmul_shape(mb_op_ctx *c, const mb_tinfo *a, const mb_tinfo *b, int32_t dtype);
 
+/* Checked int64 arithmetic for sizes computed from untrusted attributes and values. */
+static inline bool mb_add_i64(int64_t a, int64_t b, int64_t *r) { return !__builtin_add_overflow(a, b, r); }
+static inline bool mb_mul_i64(int64_t a, int64_t b, int64_t *r) { return !__builtin_mul_overflow(a, b, r); }
+/* floor(v) as int64 when it fits and is >= 0 (false for NaN, negative or huge). */
+static inline bool mb_floor_dim(double v, int64_t *r) {
+  if (!(v >= 0 && v < 9.0e18)) return false;
+  *r = (int64_t)v;
+  return true;
+}
+
 /* Family tables (one file each). */
 #define MB_OP_FAMILY(name) \
   extern const mb_op_def mb_ops_##name[]; \

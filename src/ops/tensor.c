@@ -105,8 +105,8 @@ static int reshape(mb_op_ctx *c) {
       infer = k;
     } else if (dims[k] < 0) {
       return mb_op_fail(c, "invalid target dim %lld", (long long)dims[k]);
-    } else {
-      known *= dims[k];
+    } else if (!mb_mul_i64(known, dims[k], &known)) {
+      return mb_op_fail(c, "the target shape overflows");
     }
   }
   uint64_t total = mb_tinfo_numel(x);
@@ -222,7 +222,8 @@ static int concat(mb_op_ctx *c) {
         return mb_op_fail(c, "input %d %s does not match input 0 %s outside axis %d", (int)i,
                           mb_shape_str(si, sizeof si, x), mb_shape_str(s0, sizeof s0, first), (int)axis);
       }
-    if (i) dims[axis] += x->dims[axis];
+    if (i && !mb_add_i64(dims[axis], x->dims[axis], &dims[axis]))
+      return mb_op_fail(c, "concatenated size overflows");
     if (!x->val) values = false;
     else { nvals += x->val->count; any_float |= x->val->is_float; }
   }
@@ -319,8 +320,13 @@ static int slice(mb_op_ctx *c) {
     if (s == 0) return mb_op_fail(c, "step 0 on axis %d", (int)a);
     if (b < 0) b += d;
     if (e < 0 && e > INT64_MIN / 2) e += d;
-    if (s > 0) { b = clamp(b, 0, d); e = clamp(e, 0, d); dims[a] = e > b ? (e - b + s - 1) / s : 0; }
-    else { b = clamp(b, 0, d - 1); e = clamp(e, -1, d - 1); dims[a] = b > e ? (b - e - s - 1) / -s : 0; }
+    /* ceil(span / |step|) written so that no step, however extreme, overflows */
+    if (s > 0) { b = clamp(b, 0, d); e = clamp(e, 0, d); dims[a] = e > b ? (e - b - 1) / s + 1 : 0; }
+    else {
+      b = clamp(b, 0, d - 1);
+      e = clamp(e, -1, d - 1);
+      dims[a] = b > e ? (s == INT64_MIN ? 1 : (b - e - 1) / -s + 1) : 0;
+    }
     first[a] = b;
     step[a] = s;
   }
@@ -421,7 +427,8 @@ static int split(mb_op_ctx *c) {
       dims[axis] = k + 1 < parts ? each : d - each * (parts - 1);
       if (dims[axis] < 0) return mb_op_fail(c, "cannot split %lld into %lld parts", (long long)d, (long long)parts);
     }
-    sum += dims[axis];
+    if (dims[axis] < 0 || !mb_add_i64(sum, dims[axis], &sum))
+      return mb_op_fail(c, "split sizes are negative or overflow");
     if ((rc = mb_op_set(c, (int32_t)k, x->dtype, x->rank, dims))) return rc;
   }
   if (sum != d) return mb_op_fail(c, "split sizes add up to %lld, axis has %lld", (long long)sum, (long long)d);

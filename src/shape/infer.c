@@ -59,6 +59,14 @@ static int bind_inputs(mb_shapes *sh, const mb_graph *g, const mb_setup *s, mb_d
                        v->name, (int)k);
       t->dims[k] = val;
     }
+    uint64_t numel = 1, bytes = 0;
+    bool ok = true;
+    for (int32_t k = 0; k < t->rank && ok; k++)
+      ok = !__builtin_mul_overflow(numel, (uint64_t)t->dims[k], &numel);
+    if (!ok || (mb_dtype_bits(t->dtype) && (mb_dtype_bytes(t->dtype, numel, &bytes) != MB_OK ||
+                                            bytes > MB_MAX_TENSOR_BYTES)))
+      return mb_fail(d, MB_E_LIMIT, "graph input '%s' would have an absurd size at these dims",
+                     v->name);
   }
   return MB_OK;
 }
