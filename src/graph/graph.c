@@ -10,6 +10,8 @@ static int32_t find_local(const mb_graph *g, const char *name) {
   return -1;
 }
 
+int32_t mb_graph_find_local(const mb_graph *g, const char *name) { return find_local(g, name); }
+
 int32_t mb_graph_find_value(const mb_graph *g, const char *name) {
   for (; g; g = g->parent) {
     int32_t v = find_local(g, name);

@@ -133,6 +133,8 @@ struct mb_model {
   const char **warnings;
 };
 
+/* A value defined in g itself (not a capture), or -1. Linear scan. */
+int32_t mb_graph_find_local(const mb_graph *g, const char *name);
 /* Look up a value by name in g and its enclosing graphs; -1 when absent. Linear scan: meant
  * for tests and tools, not hot paths. */
 int32_t mb_graph_find_value(const mb_graph *g, const char *name);

@@ -19,7 +19,8 @@ typedef struct mb_tinfo {
   mb_small_values *val;   /* values of a small numeric tensor when known (shape arithmetic) */
 } mb_tinfo;
 
-typedef struct mb_op_ctx {
+typedef struct mb_op_ctx mb_op_ctx;
+struct mb_op_ctx {
   mb_arena *arena;        /* per-evaluation memory */
   mb_diag *d;
   const mb_node *node;
@@ -28,7 +29,12 @@ typedef struct mb_op_ctx {
   const mb_tinfo *const *in; /* NULL where an optional input is omitted */
   mb_tinfo *const *out;      /* NULL where an optional output is omitted */
   const struct mb_setup *setup; /* the caller's dim values (bounds for data-dependent sizes) */
-} mb_op_ctx;
+  /* Control flow: infer subgraph g with its formal inputs bound to `inputs` (n of them);
+   * *outputs receives g's n_outputs tensor infos (arena memory). */
+  int (*infer_subgraph)(struct mb_op_ctx *c, const mb_graph *g, const mb_tinfo *const *inputs,
+                        int32_t n, mb_tinfo **outputs);
+  void *infer_state;
+};
 
 typedef int (*mb_shape_fn)(mb_op_ctx *c);
 
@@ -108,4 +114,5 @@ MB_OP_FAMILY(layout)
 MB_OP_FAMILY(quant)
 MB_OP_FAMILY(loss)
 MB_OP_FAMILY(rnn)
+MB_OP_FAMILY(control)
 #endif

@@ -17,6 +17,7 @@ static const family families[] = {
   {mb_ops_quant, &mb_ops_quant_count},
   {mb_ops_loss, &mb_ops_loss_count},
   {mb_ops_rnn, &mb_ops_rnn_count},
+  {mb_ops_control, &mb_ops_control_count},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 

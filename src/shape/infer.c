@@ -71,11 +71,11 @@ static int bind_inputs(mb_shapes *sh, const mb_graph *g, const mb_setup *s, mb_d
   return MB_OK;
 }
 
-static void bind_initializers(mb_shapes *sh, const mb_graph *g) {
+static void bind_initializers(mb_tinfo *tinfo, const mb_graph *g) {
   for (int32_t v = 0; v < g->n_values; v++) {
     if (g->values[v].kind != MB_VALUE_INITIALIZER) continue;
     const mb_const_tensor *ct = &g->inits[g->values[v].initializer];
-    mb_tinfo *t = &sh->t[v];
+    mb_tinfo *t = &tinfo[v];
     t->dtype = ct->dtype;
     t->rank = ct->rank;
     t->dims = ct->dims;
@@ -83,8 +83,64 @@ static void bind_initializers(mb_shapes *sh, const mb_graph *g) {
   }
 }
 
-static int infer_graph(mb_shapes *sh, const mb_model *m, const mb_graph *g, const mb_setup *s,
-                       mb_diag *d) {
+/* One graph being inferred: its tensor infos and the frame of the graph around it, so that
+ * captured names resolve to the enclosing graph's tensors. */
+typedef struct frame {
+  const mb_graph *g;
+  mb_tinfo *t;
+  const struct frame *up;
+  mb_shapes *sh;
+  const mb_model *m;
+  const mb_setup *s;
+  mb_diag *d;
+} frame;
+
+static int infer_nodes(frame *f);
+
+static int infer_subgraph(mb_op_ctx *c, const mb_graph *g, const mb_tinfo *const *inputs,
+                          int32_t n, mb_tinfo **outputs) {
+  const frame *outer = c->infer_state;
+  frame f = {g, NULL, outer, outer->sh, outer->m, outer->s, outer->d};
+  f.t = mb_arena_array(&f.sh->arena, (size_t)g->n_values + 1, sizeof *f.t);
+  if (!f.t) return mb_fail(f.d, MB_E_NOMEM, "out of memory");
+  for (int32_t v = 0; v < g->n_values; v++) f.t[v].rank = -1;
+  bind_initializers(f.t, g);
+  if (n != g->n_inputs)
+    return mb_op_fail(c, "subgraph '%s' takes %d inputs, the op gives %d", g->name,
+                      (int)g->n_inputs, (int)n);
+  for (int32_t i = 0; i < n; i++) {
+    mb_tinfo *t = &f.t[g->inputs[i]];
+    const mb_value *v = &g->values[g->inputs[i]];
+    if (inputs[i]) *t = *inputs[i];
+    else if (v->type.rank >= 0) { /* an input the op leaves open: its declared type */
+      bool concrete = true;
+      for (int32_t k = 0; k < v->type.rank; k++) concrete &= v->type.dims[k] >= 0;
+      if (!concrete)
+        return mb_op_fail(c, "subgraph '%s' input '%s' has no concrete shape", g->name, v->name);
+      t->dtype = v->type.dtype;
+      t->rank = v->type.rank;
+      t->dims = v->type.dims;
+    }
+  }
+  /* captures: the enclosing graphs' tensors, by name */
+  for (int32_t v = 0; v < g->n_values; v++) {
+    if (g->values[v].kind != MB_VALUE_OUTER) continue;
+    const frame *up = outer;
+    int32_t idx = -1;
+    while (up && (idx = mb_graph_find_local(up->g, g->values[v].name)) < 0) up = up->up;
+    if (idx < 0)
+      return mb_op_fail(c, "subgraph '%s' reads '%s', which is not defined", g->name, g->values[v].name);
+    f.t[v] = up->t[idx];
+  }
+  int rc = infer_nodes(&f);
+  if (rc) return rc;
+  for (int32_t o = 0; o < g->n_outputs; o++) outputs[o] = &f.t[g->outputs[o]];
+  return MB_OK;
+}
+
+static int infer_nodes(frame *f) {
+  const mb_graph *g = f->g;
+  mb_diag *d = f->d;
   int32_t max_in = 1, max_out = 1;
   for (int32_t k = 0; k < g->n_nodes; k++) {
     if (g->nodes[k].n_inputs > max_in) max_in = g->nodes[k].n_inputs;
@@ -95,15 +151,15 @@ static int infer_graph(mb_shapes *sh, const mb_model *m, const mb_graph *g, cons
   int rc = in && out ? MB_OK : mb_fail(d, MB_E_NOMEM, "out of memory");
   for (int32_t k = 0; k < g->n_nodes && rc == MB_OK; k++) {
     const mb_node *n = &g->nodes[k];
-    int64_t opset = mb_model_opset_of(m, n->domain);
+    int64_t opset = mb_model_opset_of(f->m, n->domain);
     const mb_op_def *def = n->op;
     if (!def) {
       rc = mb_fail(d, MB_E_UNSUPPORTED, "node '%s': op %s (domain '%s', opset %lld) is not supported",
                    n->name, n->op_type, n->domain[0] ? n->domain : "ai.onnx", (long long)opset);
       break;
     }
-    for (int32_t i = 0; i < n->n_inputs; i++) in[i] = n->inputs[i] >= 0 ? &sh->t[n->inputs[i]] : NULL;
-    for (int32_t o = 0; o < n->n_outputs; o++) out[o] = n->outputs[o] >= 0 ? &sh->t[n->outputs[o]] : NULL;
+    for (int32_t i = 0; i < n->n_inputs; i++) in[i] = n->inputs[i] >= 0 ? &f->t[n->inputs[i]] : NULL;
+    for (int32_t o = 0; o < n->n_outputs; o++) out[o] = n->outputs[o] >= 0 ? &f->t[n->outputs[o]] : NULL;
     int32_t given = 0;
     for (int32_t i = 0; i < n->n_inputs; i++) given += in[i] != NULL;
     if (given < def->min_inputs) {
@@ -111,8 +167,9 @@ static int infer_graph(mb_shapes *sh, const mb_model *m, const mb_graph *g, cons
                    n->op_type, (int)def->min_inputs, (int)given);
       break;
     }
-    mb_op_ctx c = {&sh->arena, d, n, opset, n->n_inputs, n->n_outputs,
-                   (const mb_tinfo *const *)in, (mb_tinfo *const *)out, s};
+    mb_op_ctx c = {&f->sh->arena, d, n, opset, n->n_inputs, n->n_outputs,
+                   (const mb_tinfo *const *)in, (mb_tinfo *const *)out, f->s,
+                   infer_subgraph, f};
     rc = def->shape(&c);
   }
   free(in);
@@ -138,8 +195,9 @@ MB_API int mb_infer_shapes(const mb_model *m, const mb_setup *s, mb_shapes **out
       mb_fail(&d, MB_E_NOMEM, "out of memory");
     } else {
       for (int32_t v = 0; v < g->n_values; v++) sh->t[v].rank = -1;
-      bind_initializers(sh, g);
-      if (bind_inputs(sh, g, s, &d) == MB_OK) infer_graph(sh, m, g, s, &d);
+      bind_initializers(sh->t, g);
+      frame f = {g, sh->t, NULL, sh, m, s, &d};
+      if (bind_inputs(sh, g, s, &d) == MB_OK) infer_nodes(&f);
     }
   }
   sh->status = d.status;
