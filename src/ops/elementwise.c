@@ -19,8 +19,8 @@ static int unary(mb_op_ctx *c) {
   if (v && (!strcmp(op, "Identity") || !strcmp(op, "Neg") || !strcmp(op, "Abs"))) {
     int64_t *o = malloc((size_t)(n ? n : 1) * sizeof *o);
     if (!o) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
-    for (int64_t k = 0; k < n; k++)
-      o[k] = op[0] == 'I' ? v[k] : op[0] == 'N' ? -v[k] : (v[k] < 0 ? -v[k] : v[k]);
+    for (int64_t k = 0; k < n; k++) /* wraps like the integer kernels do, without UB */
+      o[k] = op[0] == 'I' ? v[k] : (op[0] == 'N' || v[k] < 0) ? (int64_t)(0 - (uint64_t)v[k]) : v[k];
     rc = mb_op_set_ivalues(c, 0, o, n);
     free(o);
   }

@@ -25,6 +25,7 @@ static int resize(mb_op_ctx *c) {
   uint64_t na = mb_op_attr_ints(c, "axes", &axes_attr);
   int32_t axes[MB_MAX_RANK];
   int64_t count = na ? (int64_t)na : x->rank;
+  if (count > x->rank) return mb_op_fail(c, "%lld axes for rank %d", (long long)count, (int)x->rank);
   for (int64_t k = 0; k < count; k++)
     if ((rc = mb_op_axis(c, na ? axes_attr[k] : k, x->rank, &axes[k]))) return rc;
   const int64_t *sizes = sizes_in >= 0 && c->n_in > sizes_in && c->in[sizes_in] ? mb_op_ivalues(c, sizes_in, &n) : NULL;
@@ -100,13 +101,18 @@ static int depth_space(mb_op_ctx *c) {
   if (rc) return rc;
   int64_t b = mb_op_attr_i(c, "blocksize", 0);
   if (x->rank != 4 || b <= 0) return mb_op_fail(c, "needs a rank-4 input and a positive blocksize");
-  int64_t dims[4] = {x->dims[0], x->dims[1], x->dims[2], x->dims[3]};
+  int64_t dims[4] = {x->dims[0], x->dims[1], x->dims[2], x->dims[3]}, bb;
+  if (!mb_mul_i64(b, b, &bb)) return mb_op_fail(c, "blocksize %lld is too large", (long long)b);
   if (!strcmp(c->node->op_type, "DepthToSpace")) {
-    if (dims[1] % (b * b)) return mb_op_fail(c, "channels %lld not divisible by blocksize^2", (long long)dims[1]);
-    dims[1] /= b * b; dims[2] *= b; dims[3] *= b;
+    if (dims[1] % bb) return mb_op_fail(c, "channels %lld not divisible by blocksize^2", (long long)dims[1]);
+    dims[1] /= bb;
+    if (!mb_mul_i64(dims[2], b, &dims[2]) || !mb_mul_i64(dims[3], b, &dims[3]))
+      return mb_op_fail(c, "output size overflows");
   } else {
     if (dims[2] % b || dims[3] % b) return mb_op_fail(c, "spatial dims not divisible by blocksize");
-    dims[1] *= b * b; dims[2] /= b; dims[3] /= b;
+    if (!mb_mul_i64(dims[1], bb, &dims[1])) return mb_op_fail(c, "output size overflows");
+    dims[2] /= b;
+    dims[3] /= b;
   }
   return mb_op_set(c, 0, x->dtype, 4, dims);
 }

@@ -50,7 +50,8 @@ int mb_op_conv_shape(mb_op_ctx *c, const mb_tinfo *x, const mb_tinfo *w, int32_t
     return mb_op_fail(c, "input rank %d and weight rank %d do not make a convolution", (int)x->rank, (int)w->rank);
   int32_t nsp = x->rank - 2;
   int64_t group = mb_op_attr_i(c, "group", 1);
-  if (group <= 0 || x->dims[1] != w->dims[1] * group)
+  int64_t in_ch;
+  if (group <= 0 || !mb_mul_i64(w->dims[1], group, &in_ch) || x->dims[1] != in_ch)
     return mb_op_fail(c, "input has %lld channels but weight expects %lld x group %lld",
                       (long long)x->dims[1], (long long)w->dims[1], (long long)group);
   const int64_t *ks;
@@ -78,7 +79,8 @@ static int conv_transpose(mb_op_ctx *c) {
   int64_t group = mb_op_attr_i(c, "group", 1);
   int64_t dims[MB_MAX_RANK];
   dims[0] = x->dims[0];
-  dims[1] = w->dims[1] * group;
+  if (group <= 0 || !mb_mul_i64(w->dims[1], group, &dims[1]))
+    return mb_op_fail(c, "group %lld is invalid for the weight", (long long)group);
   const int64_t *os, *strides, *dil, *pads, *opad, *ks;
   uint64_t nos = mb_op_attr_ints(c, "output_shape", &os);
   uint64_t ns = mb_op_attr_ints(c, "strides", &strides), nd = mb_op_attr_ints(c, "dilations", &dil);
@@ -215,7 +217,9 @@ static int flatten(mb_op_ctx *c) {
   if (axis < 0) axis += x->rank;
   if (axis < 0 || axis > x->rank) return mb_op_fail(c, "axis %lld out of range", (long long)axis);
   int64_t dims[2] = {1, 1};
-  for (int32_t k = 0; k < x->rank; k++) dims[k < axis ? 0 : 1] *= x->dims[k];
+  for (int32_t k = 0; k < x->rank; k++)
+    if (!mb_mul_i64(dims[k < axis ? 0 : 1], x->dims[k], &dims[k < axis ? 0 : 1]))
+      return mb_op_fail(c, "flattened size overflows");
   return mb_op_set(c, 0, x->dtype, 2, dims);
 }
 

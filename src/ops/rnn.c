@@ -14,10 +14,13 @@ static int recurrent(mb_op_ctx *c) {
   int64_t hidden = mb_op_attr_i(c, "hidden_size", w->dims[1] / gates);
   const mb_attr *dir = mb_op_attr(c, "direction");
   int64_t ndir = dir && dir->s && !strcmp(dir->s, "bidirectional") ? 2 : 1;
-  if (w->dims[0] != ndir || w->dims[1] != gates * hidden)
+  int64_t rows;
+  if (hidden <= 0 || !mb_mul_i64(gates, hidden, &rows))
+    return mb_op_fail(c, "hidden_size %lld is invalid", (long long)hidden);
+  if (w->dims[0] != ndir || w->dims[1] != rows)
     return mb_op_fail(c, "W has dims [%lld, %lld, ...], expected [%lld, %lld, ...]",
                       (long long)w->dims[0], (long long)w->dims[1], (long long)ndir,
-                      (long long)(gates * hidden));
+                      (long long)rows);
   bool batch_first = mb_op_attr_i(c, "layout", 0) != 0;
   int64_t seq = x->dims[batch_first ? 1 : 0], batch = x->dims[batch_first ? 0 : 1];
   int64_t y[4], h[3];

@@ -382,9 +382,13 @@ static int range(mb_op_ctx *c) {
   const int64_t *s = mb_op_ivalues(c, 0, &n0), *l = mb_op_ivalues(c, 1, &n1), *d = mb_op_ivalues(c, 2, &n2);
   if (s && l && d && n0 == 1 && n1 == 1 && n2 == 1) {
     if (d[0] == 0) return mb_op_fail(c, "delta is 0");
-    int64_t span = l[0] - s[0];
+    int64_t span;
+    if (s[0] == INT64_MIN || d[0] == INT64_MIN || !mb_add_i64(l[0], -s[0], &span) ||
+        span == INT64_MIN)
+      return mb_op_fail(c, "the range overflows");
     int64_t n = span / d[0] + ((span % d[0]) != 0 && (span > 0) == (d[0] > 0));
     if (n < 0) n = 0;
+    if (n > (int64_t)(MB_MAX_TENSOR_BYTES / 8)) return mb_op_fail(c, "the range is absurdly long");
     int rc = mb_op_set(c, 0, c->in[0]->dtype, 1, &n);
     if (rc || n > MB_SMALL_VALUE_MAX) return rc;
     int64_t *o = malloc((size_t)(n ? n : 1) * sizeof *o);
