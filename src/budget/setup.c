@@ -11,6 +11,7 @@ MB_API int mb_setup_create(mb_setup **out) {
   *out = calloc(1, sizeof **out);
   if (!*out) return MB_E_NOMEM;
   mb_arena_init(&(*out)->arena);
+  (*out)->batch = -1;
   return MB_OK;
 }
 
@@ -25,6 +26,7 @@ MB_API void mb_setup_free(mb_setup *s) {
   free_list(s->trainable, s->n_trainable);
   free_list(s->dim_names, s->n_dims);
   free(s->dim_values);
+  free(s->batch_dim);
   free(s->bound);
   free(s->is_bound);
   mb_arena_destroy(&s->arena);
@@ -91,5 +93,25 @@ MB_API int mb_setup_set_dim(mb_setup *s, const char *name, int64_t value) {
   if (!names[s->n_dims]) return MB_E_NOMEM;
   strcpy(names[s->n_dims], name);
   values[s->n_dims++] = value;
+  return MB_OK;
+}
+
+MB_API int mb_setup_set_batch(mb_setup *s, int64_t batch) {
+  if (!s) return MB_E_INVALID_ARG;
+  if (batch < 1) {
+    snprintf(s->errmsg, sizeof s->errmsg, "the batch size must be at least 1");
+    return MB_E_INVALID_ARG;
+  }
+  s->batch = batch;
+  return MB_OK;
+}
+
+MB_API int mb_setup_set_batch_dim(mb_setup *s, const char *name) {
+  if (!s || !name || !*name) return MB_E_INVALID_ARG;
+  char *copy = malloc(strlen(name) + 1);
+  if (!copy) return MB_E_NOMEM;
+  strcpy(copy, name);
+  free(s->batch_dim);
+  s->batch_dim = copy;
   return MB_OK;
 }

@@ -13,6 +13,8 @@ struct mb_setup {
   char **dim_names;     /* named dim values, e.g. batch=8 */
   int64_t *dim_values;
   size_t n_dims;
+  int64_t batch;        /* -1: not set; else the batch size for the batch dim */
+  char *batch_dim;      /* the batch dim's name when given explicitly, else NULL (automatic) */
   mb_arena arena;       /* bound graph-input tensors live here */
   mb_const_tensor *bound;  /* bound[k]: graph input k (rank 0 with dtype 0 = not bound) */
   bool *is_bound;

@@ -37,6 +37,17 @@ int mb_cmd_shapes(int argc, char **argv) {
   if (mb_setup_create(&setup) != MB_OK) return MB_EXIT_INPUT;
   for (int i = 1; i < argc && rc == MB_EXIT_OK; i++) {
     if (!strcmp(argv[i], "--json")) json = 1;
+    else if (!strcmp(argv[i], "--batch")) {
+      char *end = NULL;
+      long long b = i + 1 < argc ? strtoll(argv[i + 1], &end, 10) : 0;
+      if (i + 1 >= argc || !*argv[i + 1] || *end || mb_setup_set_batch(setup, b) != MB_OK)
+        rc = mb_cli_usage_error("--batch needs an integer >= 1");
+      i++;
+    } else if (!strcmp(argv[i], "--batch-dim")) {
+      if (i + 1 >= argc || mb_setup_set_batch_dim(setup, argv[i + 1]) != MB_OK)
+        rc = mb_cli_usage_error("--batch-dim needs a dim name");
+      i++;
+    }
     else if (!strcmp(argv[i], "--input-data")) {
       if (i + 1 >= argc) rc = mb_cli_usage_error("--input-data needs a DIR");
       else if (mb_setup_bind_input_dir(setup, argv[++i]) != MB_OK) {
@@ -62,6 +73,7 @@ int mb_cmd_shapes(int argc, char **argv) {
     fprintf(stderr, "membudget: %s: %s\n", path, mb_shapes_errmsg(sh));
     rc = MB_EXIT_INPUT;
   } else if (json) {
+    if (*mb_shapes_note(sh)) fprintf(stderr, "membudget: note: %s\n", mb_shapes_note(sh));
     mb_strbuf sb;
     mb_sb_init(&sb);
     mb_sb_puts(&sb, "{\n  \"schema_version\": 1,\n  \"tensors\": [");
@@ -90,6 +102,7 @@ int mb_cmd_shapes(int argc, char **argv) {
     if (doc) fputs(doc, stdout);
     free(doc);
   } else {
+    if (*mb_shapes_note(sh)) fprintf(stderr, "membudget: note: %s\n", mb_shapes_note(sh));
     mb_table t;
     mb_table_init(&t, "lllllr");
     const char *head[] = {"tensor", "node", "op", "dtype", "shape", "bytes"};
@@ -118,16 +131,25 @@ int mb_cmd_ops(int argc, char **argv) {
   (void)argv;
   if (argc > 1) return mb_cli_usage_error("ops takes no arguments");
   mb_table t;
-  mb_table_init(&t, "llr");
-  const char *head[] = {"domain", "op", "since"};
+  mb_table_init(&t, "lll");
+  const char *head[] = {"domain", "op", "opsets"};
   mb_table_row(&t, head);
-  for (size_t i = 0; i < mb_ops_num(); i++) {
+  size_t n = mb_ops_num();
+  for (size_t i = 0; i < n; i++) {
     const char *dom, *op;
-    int since;
-    char s[16];
+    int since, until = 0;
     mb_ops_get(i, &dom, &op, &since);
-    snprintf(s, sizeof s, "%d", since);
-    const char *row[] = {*dom ? dom : "ai.onnx", op, s};
+    /* an entry holds until the next entry of the same op starts */
+    for (size_t j = 0; j < n; j++) {
+      const char *d2, *o2;
+      int s2;
+      mb_ops_get(j, &d2, &o2, &s2);
+      if (s2 > since && !strcmp(o2, op) && !strcmp(d2, dom) && (!until || s2 - 1 < until)) until = s2 - 1;
+    }
+    char range[32];
+    if (until) snprintf(range, sizeof range, "%d-%d", since, until);
+    else snprintf(range, sizeof range, "%d+", since);
+    const char *row[] = {*dom ? dom : "ai.onnx", op, range};
     mb_table_row(&t, row);
   }
   mb_table_print(&t, stdout, "");

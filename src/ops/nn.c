@@ -223,7 +223,51 @@ static int flatten(mb_op_ctx *c) {
   return mb_op_set(c, 0, x->dtype, 2, dims);
 }
 
+/* Attention (opset 23): Q, K, V as [B, heads, seq, head] or [B, seq, heads * head] with
+ * q_num_heads / kv_num_heads; optional past key/value extend the sequence. Outputs: Y,
+ * present_key, present_value, qk_matmul_output. */
+static int attention(mb_op_ctx *c) {
+  const mb_tinfo *q, *k, *v;
+  int rc;
+  if ((rc = mb_op_input(c, 0, &q)) || (rc = mb_op_input(c, 1, &k)) || (rc = mb_op_input(c, 2, &v)))
+    return rc;
+  if (q->rank != k->rank || q->rank != v->rank || (q->rank != 3 && q->rank != 4))
+    return mb_op_fail(c, "Q, K and V must all have rank 3 or all rank 4");
+  int64_t b = q->dims[0], hq, hkv, sq, skv, dq, dv;
+  if (q->rank == 4) {
+    hq = q->dims[1]; sq = q->dims[2]; dq = q->dims[3];
+    hkv = k->dims[1]; skv = k->dims[2]; dv = v->dims[3];
+    if (k->dims[3] != dq || v->dims[1] != hkv || v->dims[2] != skv)
+      return mb_op_fail(c, "K and V do not match Q's head size or each other");
+  } else {
+    hq = mb_op_attr_i(c, "q_num_heads", 0);
+    hkv = mb_op_attr_i(c, "kv_num_heads", 0);
+    if (hq <= 0 || hkv <= 0 || q->dims[2] % hq || k->dims[2] % hkv || v->dims[2] % hkv)
+      return mb_op_fail(c, "3-D inputs need q_num_heads and kv_num_heads dividing the hidden sizes");
+    sq = q->dims[1]; skv = k->dims[1]; dq = q->dims[2] / hq; dv = v->dims[2] / hkv;
+    if (k->dims[2] / hkv != dq) return mb_op_fail(c, "K's head size differs from Q's");
+  }
+  if (hq % hkv) return mb_op_fail(c, "%lld query heads do not group over %lld kv heads", (long long)hq, (long long)hkv);
+  int64_t past = 0;
+  if (c->n_in > 4 && c->in[4]) {
+    if (c->in[4]->rank != 4) return mb_op_fail(c, "past_key must have rank 4");
+    past = c->in[4]->dims[2];
+  }
+  int64_t total = past + skv;
+  if (q->rank == 4) {
+    int64_t y[4] = {b, hq, sq, dv};
+    if ((rc = mb_op_set(c, 0, q->dtype, 4, y))) return rc;
+  } else {
+    int64_t y[3] = {b, sq, hq * dv};
+    if ((rc = mb_op_set(c, 0, q->dtype, 3, y))) return rc;
+  }
+  int64_t pk[4] = {b, hkv, total, dq}, pv[4] = {b, hkv, total, dv}, qk[4] = {b, hq, sq, total};
+  if ((rc = mb_op_set(c, 1, k->dtype, 4, pk)) || (rc = mb_op_set(c, 2, v->dtype, 4, pv))) return rc;
+  return mb_op_set(c, 3, q->dtype, 4, qk);
+}
+
 const mb_op_def mb_ops_nn[] = {
+  {"", "Attention", 23, 3, attention},
   {"", "Conv", 1, 2, conv},
   {"", "ConvTranspose", 1, 2, conv_transpose},
   {"", "MaxPool", 1, 1, pool},

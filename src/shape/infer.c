@@ -12,6 +12,7 @@ struct mb_shapes {
   mb_arena arena;
   int status;
   char errmsg[1024];
+  char note[512];        /* what the caller should be told ("" if nothing) */
   const mb_model *model;
   mb_tinfo *t;           /* per value of the main graph */
   int32_t n;
@@ -27,8 +28,26 @@ static int64_t bound_dim(const mb_setup *s, const char *name, bool *found) {
   return -1;
 }
 
-/* Graph inputs: declared shapes with symbolic dims bound by name. */
+/* The batch dim: the one named by the caller, else the symbolic dim on axis 0 of the first
+ * graph input that has one. NULL when every input is static. */
+static const char *batch_dim_name(const mb_graph *g, const mb_setup *s) {
+  if (s && s->batch_dim) return s->batch_dim;
+  for (int32_t i = 0; i < g->n_inputs; i++) {
+    const mb_type *ty = &g->values[g->inputs[i]].type;
+    if (ty->rank > 0 && ty->dim_params[0]) return ty->dim_params[0];
+  }
+  return NULL;
+}
+
+/* Graph inputs: declared shapes with symbolic dims bound by name (--dim), the batch dim by
+ * the batch size; with fully static inputs and a batch size, axis 0 of every input. */
 static int bind_inputs(mb_shapes *sh, const mb_graph *g, const mb_setup *s, mb_diag *d) {
+  const char *batch_name = s && s->batch >= 0 ? batch_dim_name(g, s) : NULL;
+  bool static_batch = s && s->batch >= 0 && !batch_name;
+  if (static_batch)
+    snprintf(sh->note, sizeof sh->note,
+             "the graph inputs are fully static: axis 0 of each input is taken as the batch "
+             "axis and set to %lld", (long long)s->batch);
   for (int32_t i = 0; i < g->n_inputs; i++) {
     const mb_value *v = &g->values[g->inputs[i]];
     mb_tinfo *t = &sh->t[g->inputs[i]];
@@ -50,6 +69,11 @@ static int bind_inputs(mb_shapes *sh, const mb_graph *g, const mb_setup *s, mb_d
       const char *p = v->type.dim_params[k];
       bool found = false;
       int64_t val = p ? bound_dim(s, p, &found) : v->type.dims[k];
+      if (p && !found && batch_name && !strcmp(p, batch_name)) {
+        val = s->batch;
+        found = true;
+      }
+      if (static_batch && k == 0) val = s->batch;
       if (p && !found)
         return mb_fail(d, MB_E_INVALID_ARG,
                        "graph input '%s' has symbolic dim '%s' on axis %d: give it a value "
@@ -209,6 +233,12 @@ MB_API void mb_shapes_free(mb_shapes *sh) {
   if (!sh) return;
   mb_arena_destroy(&sh->arena);
   free(sh);
+}
+
+MB_API const char *mb_shapes_note(const mb_shapes *sh) { return sh ? sh->note : ""; }
+
+MB_API const char *mb_model_batch_dim(const mb_model *m) {
+  return m && m->graph ? batch_dim_name(m->graph, NULL) : NULL;
 }
 
 MB_API const char *mb_shapes_errmsg(const mb_shapes *sh) {

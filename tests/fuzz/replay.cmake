@@ -1,9 +1,12 @@
-# The fuzz regression replayer: every input in tests/fuzz/regressions/ (inputs that once
-# crashed, leaked or hung the loader) plus the model zoo, through the same exercise function
-# as the libFuzzer target, in the regular (ASan/UBSan when MB_SANITIZE=ON) test build.
-# No clang or libFuzzer needed. Use from tests/CMakeLists.txt:
+# The fuzz regression replayer: every input in tests/fuzz/regressions/ (small inputs that once
+# crashed the loader or the accessors, or tripped a sanitizer) plus the model zoo, through the
+# same exercise function as the libFuzzer target, in the regular test build (ASan/UBSan when
+# MB_SANITIZE=ON). No clang or libFuzzer needed. Used by tests/CMakeLists.txt:
 #
 #   include(${PROJECT_SOURCE_DIR}/tests/fuzz/replay.cmake)
+#
+# fuzz_replay_slow regenerates the inputs that once took seconds (0.3-0.6 MB each, too big to
+# store) with make_slow_inputs.py and fails any load slower than 1 s.
 set(MB_FUZZ_DIR "${CMAKE_CURRENT_LIST_DIR}")
 add_executable(mb_fuzz_replay "${MB_FUZZ_DIR}/replay.c")
 target_include_directories(mb_fuzz_replay PRIVATE "${PROJECT_SOURCE_DIR}/include")
@@ -13,3 +16,16 @@ add_test(NAME fuzz_replay
          COMMAND mb_fuzz_replay -q "${MB_FUZZ_DIR}/regressions"
                  "${PROJECT_SOURCE_DIR}/models" "${PROJECT_SOURCE_DIR}/models/edge")
 set_tests_properties(fuzz_replay PROPERTIES TIMEOUT 300 LABELS fuzz)
+
+set(_mb_fuzz_python "${MB_PYTHON}")
+if(NOT _mb_fuzz_python)
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  set(_mb_fuzz_python "${Python3_EXECUTABLE}")
+endif()
+if(_mb_fuzz_python)
+  add_test(NAME fuzz_replay_slow
+           COMMAND "${_mb_fuzz_python}" "${MB_FUZZ_DIR}/make_slow_inputs.py"
+                   --out "${CMAKE_CURRENT_BINARY_DIR}/fuzz-slow"
+                   --replay "$<TARGET_FILE:mb_fuzz_replay>")
+  set_tests_properties(fuzz_replay_slow PROPERTIES TIMEOUT 600 LABELS fuzz)
+endif()

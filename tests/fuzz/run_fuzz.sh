@@ -44,7 +44,11 @@ after=$(ls "$artifacts" | grep -c -E '^(crash|leak|timeout|oom|slow-unit)-' || t
 last=$(grep -E '^#[0-9]+: cov: ' "$log" | tail -n 1 || true)
 echo "run_fuzz.sh: summary"
 echo "  last status : ${last:-none (see $log)}"
-grep -E 'stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log" | sed 's/^/  /' || true
+# fork mode prints "#EXECS: cov: C ft: F corp: N exec/s E oom/timeout/crash: a/b/c time: Ts"
+echo "$last" | awk '{for (i = 1; i <= NF; i++) { if ($i == "cov:") cov = $(i + 1);
+                       if ($i == "time:") t = $(i + 1) + 0 }
+                     n = substr($1, 2) + 0
+                     if (t > 0) printf "  executions : %d in %d s = %.0f exec/s; coverage: %s edges\n", n, t, n / t, cov }'
 echo "  corpus      : $(ls "$corpus" | wc -l) inputs in $corpus"
 echo "  new findings: $((after - before)) in $artifacts"
 ls -t "$artifacts" | grep -E '^(crash|leak|timeout|oom|slow-unit)-' | head -n "$((after - before))" |

@@ -181,7 +181,51 @@ static void test_data_dependent_bound(void) {
   mb_model_free(model);
 }
 
+static void test_attention(void) {
+  /* opset-23 Attention, 3-D form: Q [2, 5, 8*16], K/V [2, 7, 2*16] with 8 query heads over
+   * 2 kv heads -> Y [2, 5, 128], present key/value [2, 2, 7, 16], scores [2, 8, 5, 7] */
+  pb g = {0}, n = {0}, a1 = {0}, a2 = {0};
+  int64_t qd[] = {2, 5, 128}, kd[] = {2, 7, 32};
+  pb_value_info(&g, GRAPH_INPUT, "q", 1, qd, 3);
+  pb_value_info(&g, GRAPH_INPUT, "k", 1, kd, 3);
+  pb_value_info(&g, GRAPH_INPUT, "v", 1, kd, 3);
+  const char *ins[] = {"q", "k", "v"}, *outs[] = {"y", "pk", "pv", "qk"};
+  for (int i = 0; i < 3; i++) pb_str(&n, NODE_INPUT, ins[i]);
+  for (int i = 0; i < 4; i++) pb_str(&n, NODE_OUTPUT, outs[i]);
+  pb_str(&n, NODE_NAME, "attn");
+  pb_str(&n, NODE_OP, "Attention");
+  pb_str(&a1, ATTR_NAME, "q_num_heads");
+  pb_int(&a1, 3, 8); /* AttributeProto.i */
+  pb_int(&a1, ATTR_TYPE, 2);
+  pb_msg(&n, NODE_ATTR, &a1);
+  pb_str(&a2, ATTR_NAME, "kv_num_heads");
+  pb_int(&a2, 3, 2);
+  pb_int(&a2, ATTR_TYPE, 2);
+  pb_msg(&n, NODE_ATTR, &a2);
+  pb_msg(&g, GRAPH_NODE, &n);
+  pb_value_info(&g, GRAPH_OUTPUT, "y", 1, qd, 3);
+  /* opset 23 */
+  pb m = {0}, op = {0};
+  pb_int(&m, MODEL_IR_VERSION, 10);
+  pb_str(&op, OPSET_DOMAIN, "");
+  pb_int(&op, OPSET_VERSION, 23);
+  pb_msg(&m, MODEL_OPSET, &op);
+  pb_msg(&m, MODEL_GRAPH, &g);
+  mb_model *model = NULL;
+  CHECK_EQ_I64(mb_model_load_buffer(m.d, m.len, &model), MB_OK);
+  pb_free(&m);
+  mb_shapes *sh = NULL;
+  CHECK_EQ_I64(mb_infer_shapes(model, NULL, &sh), MB_OK);
+  mb_shape_desc d;
+  CHECK(find(sh, "y", &d) && d.rank == 3 && d.dims[2] == 128 && d.dims[1] == 5);
+  CHECK(find(sh, "pk", &d) && d.rank == 4 && d.dims[1] == 2 && d.dims[2] == 7 && d.dims[3] == 16);
+  CHECK(find(sh, "qk", &d) && d.dims[1] == 8 && d.dims[2] == 5 && d.dims[3] == 7);
+  mb_shapes_free(sh);
+  mb_model_free(model);
+}
+
 int main(void) {
+  test_attention();
   test_data_dependent_bound();
   test_unsupported_op();
   test_resize_and_reduce();
