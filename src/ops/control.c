@@ -1,5 +1,5 @@
 /* Control flow: If, Loop and Scan, inferred through their subgraphs "as far as shapes are
- * static". A trip count that is not known statically is bounded with --dim NODE=N. */
+ * static". A trip count that is not known statically is bounded by the user. */
 #include <string.h>
 
 #include "onnx/dtype.h"
@@ -55,7 +55,7 @@ static int if_op(mb_op_ctx *c) {
  * With a known trip count (up to MAX_UNROLLED) the body is inferred once per iteration with
  * concrete iteration numbers, so per-iteration slicing resolves and values carry over; the
  * scan outputs must then have the same shape in every iteration. Otherwise one symbolic pass
- * with an unknown iteration number, and the trip count comes from --dim NODE=N. */
+ * with an unknown iteration number, and the trip count comes from the user (mb_op_bound). */
 #define MAX_UNROLLED 1024
 
 static int loop_op(mb_op_ctx *c) {
@@ -68,11 +68,8 @@ static int loop_op(mb_op_ctx *c) {
   int64_t trips = -1, n;
   const int64_t *m = c->n_in > 0 ? mb_op_ivalues(c, 0, &n) : NULL;
   if (m && n == 1) trips = m[0];
-  else if (!mb_op_user_dim(c, c->node->name, &trips)) trips = -1;
-  if (trips < 0 && n_scan > 0)
-    return mb_fail(c->d, MB_E_UNSUPPORTED,
-                   "node '%s': op Loop has a trip count that is not known statically; bound it "
-                   "with --dim '%s=N'", c->node->name, c->node->name);
+  else if (!mb_op_bound(c, &trips)) trips = -1;
+  if (trips < 0 && n_scan > 0) return mb_op_data_dependent(c, "a trip count");
 
   static const int64_t no_dims[1] = {0};
   int64_t iter_value = 0, cond_value = 1;

@@ -307,19 +307,9 @@ static int max_unpool(mb_op_ctx *c) {
 }
 
 /* Output sizes that depend on values: known when the values are (bound test inputs,
- * constants); otherwise the user bounds them with --dim NODE=N, named after the node, and
- * nothing is ever guessed. */
-static int data_dependent(mb_op_ctx *c) {
-  return mb_fail(c->d, MB_E_UNSUPPORTED,
-                 "node '%s': op %s has a data-dependent output shape and the values it depends "
-                 "on are not known statically; bound it with --dim '%s=N'", c->node->name,
-                 c->node->op_type, c->node->name);
-}
-
-/* The user's bound for this node's data-dependent count, if given. */
-static bool user_bound(const mb_op_ctx *c, int64_t *n) {
-  return mb_op_user_dim(c, c->node->name, n);
-}
+ * constants); otherwise bounded by the user (mb_op_bound), never guessed. */
+static int data_dependent(mb_op_ctx *c) { return mb_op_data_dependent(c, "a data-dependent output shape"); }
+static bool user_bound(const mb_op_ctx *c, int64_t *n) { return mb_op_bound(c, n); }
 
 static int compress(mb_op_ctx *c) {
   const mb_tinfo *x;
@@ -362,6 +352,32 @@ static int non_max_suppression(mb_op_ctx *c) {
   return mb_op_set(c, 0, MB_DTYPE_INT64, 2, dims);
 }
 
+/* Unique -> Y, indices, inverse_indices, counts; the number of unique entries (or slices
+ * along axis) is only bounded by the user. */
+static int unique(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  int64_t count;
+  if (!user_bound(c, &count)) return data_dependent(c);
+  const mb_attr *axis_attr = mb_op_attr(c, "axis");
+  int64_t inverse = (int64_t)mb_tinfo_numel(x);
+  if (axis_attr) {
+    int32_t axis;
+    if ((rc = mb_op_axis(c, axis_attr->i, x->rank, &axis))) return rc;
+    int64_t dims[MB_MAX_RANK];
+    memcpy(dims, x->dims, (size_t)x->rank * sizeof *dims);
+    dims[axis] = count;
+    inverse = x->dims[axis];
+    rc = mb_op_set(c, 0, x->dtype, x->rank, dims);
+  } else {
+    rc = mb_op_set(c, 0, x->dtype, 1, &count);
+  }
+  if (rc || (rc = mb_op_set(c, 1, MB_DTYPE_INT64, 1, &count))) return rc;
+  if ((rc = mb_op_set(c, 2, MB_DTYPE_INT64, 1, &inverse))) return rc;
+  return mb_op_set(c, 3, MB_DTYPE_INT64, 1, &count);
+}
+
 const mb_op_def mb_ops_layout[] = {
   {"", "Resize", 10, 1, resize},
   {"", "Upsample", 7, 1, resize},
@@ -394,6 +410,6 @@ const mb_op_def mb_ops_layout[] = {
   {"", "Compress", 9, 2, compress},
   {"", "NonZero", 9, 1, non_zero},
   {"", "NonMaxSuppression", 10, 2, non_max_suppression},
-  {"", "Unique", 11, 1, data_dependent},
+  {"", "Unique", 11, 1, unique},
 };
 const size_t mb_ops_layout_count = sizeof mb_ops_layout / sizeof mb_ops_layout[0];

@@ -24,6 +24,7 @@ struct mb_op_ctx {
   mb_arena *arena;        /* per-evaluation memory */
   mb_diag *d;
   const mb_node *node;
+  const mb_graph *graph;  /* the graph holding node (for tensor names) */
   int64_t opset;          /* of the node's domain */
   int32_t n_in, n_out;
   const mb_tinfo *const *in; /* NULL where an optional input is omitted */
@@ -74,9 +75,14 @@ int mb_op_set_ivalues(mb_op_ctx *c, int32_t i, const int64_t *v, int64_t n);
 int mb_op_broadcast(mb_op_ctx *c, const mb_tinfo *a, const mb_tinfo *b, int32_t *rank, int64_t *out);
 /* Normalise a possibly negative axis for a given rank; error naming the node if out of range. */
 int mb_op_axis(mb_op_ctx *c, int64_t axis, int32_t rank, int32_t *out);
-/* A value the user gave for a name (--dim NAME=N), e.g. the size a data-dependent output
- * may reach, named after its node. Returns true and sets *v when given. */
+/* A value the user gave for a name (--dim NAME=N). Returns true and sets *v when given. */
 bool mb_op_user_dim(const mb_op_ctx *c, const char *name, int64_t *v);
+/* Data-dependent sizes (NonZero count, Loop trip count, ...) are bounded by the user under
+ * the name of the node's first output tensor: mb_op_bound_name() gives it, mb_op_bound()
+ * looks it up, mb_op_data_dependent() fails with a message that says how to give it. */
+const char *mb_op_bound_name(const mb_op_ctx *c);
+bool mb_op_bound(const mb_op_ctx *c, int64_t *v);
+int mb_op_data_dependent(mb_op_ctx *c, const char *what);
 /* "[2, 3, 4]" into buf for messages. */
 const char *mb_shape_str(char *buf, size_t size, const mb_tinfo *t);
 uint64_t mb_tinfo_numel(const mb_tinfo *t);

@@ -155,3 +155,17 @@ bool mb_op_user_dim(const mb_op_ctx *c, const char *name, int64_t *v) {
     }
   return false;
 }
+
+const char *mb_op_bound_name(const mb_op_ctx *c) {
+  for (int32_t o = 0; o < c->node->n_outputs; o++)
+    if (c->node->outputs[o] >= 0) return c->graph->values[c->node->outputs[o]].name;
+  return c->node->name;
+}
+
+bool mb_op_bound(const mb_op_ctx *c, int64_t *v) { return mb_op_user_dim(c, mb_op_bound_name(c), v); }
+
+int mb_op_data_dependent(mb_op_ctx *c, const char *what) {
+  return mb_fail(c->d, MB_E_UNSUPPORTED,
+                 "node '%s': op %s has %s that is not known statically; bound it with "
+                 "--dim '%s=N'", c->node->name, c->node->op_type, what, mb_op_bound_name(c));
+}

@@ -191,7 +191,7 @@ static int infer_nodes(frame *f) {
                    n->op_type, (int)def->min_inputs, (int)given);
       break;
     }
-    mb_op_ctx c = {&f->sh->arena, d, n, opset, n->n_inputs, n->n_outputs,
+    mb_op_ctx c = {&f->sh->arena, d, n, g, opset, n->n_inputs, n->n_outputs,
                    (const mb_tinfo *const *)in, (mb_tinfo *const *)out, f->s,
                    infer_subgraph, f};
     rc = def->shape(&c);
