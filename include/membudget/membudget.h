@@ -209,6 +209,13 @@ MB_API int mb_setup_add_trainable(mb_setup *setup, const char *glob);
 /* Give a named (symbolic) dim a value, e.g. "batch" = 8, "sequence" = 512. */
 MB_API int mb_setup_set_dim(mb_setup *setup, const char *name, int64_t value);
 
+/* The batch size: it binds the batch dim, which is the dim named by mb_setup_set_batch_dim()
+ * or else found automatically (the symbolic dim on axis 0 of the graph inputs). If every
+ * input is static, axis 0 of each input is taken as the batch axis, and mb_shapes_note()
+ * says so. An explicit mb_setup_set_dim() of the same name wins. */
+MB_API int mb_setup_set_batch(mb_setup *setup, int64_t batch);
+MB_API int mb_setup_set_batch_dim(mb_setup *setup, const char *name);
+
 /* Bind graph input `position` (as in mb_model_input) to a concrete tensor: a serialized ONNX
  * TensorProto. Its dtype and shape replace the declared ones, and the values of small numeric
  * tensors feed shape inference (a Reshape target, Slice bounds, Resize sizes). */
@@ -258,6 +265,10 @@ typedef struct mb_shapes mb_shapes;
 MB_API int mb_infer_shapes(const mb_model *model, const mb_setup *setup, mb_shapes **out);
 MB_API void mb_shapes_free(mb_shapes *shapes);
 MB_API const char *mb_shapes_errmsg(const mb_shapes *shapes);
+/* Something the caller should be told about how dims were bound ("" if nothing). */
+MB_API const char *mb_shapes_note(const mb_shapes *shapes);
+/* The automatically found batch dim of a model (symbolic axis 0 of its inputs), or NULL. */
+MB_API const char *mb_model_batch_dim(const mb_model *model);
 MB_API size_t mb_shapes_num_tensors(const mb_shapes *shapes);
 
 typedef struct mb_shape_desc {
