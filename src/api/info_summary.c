@@ -26,6 +26,12 @@ static int cmp_group(const void *a, const void *b) {
   return x->dtype - y->dtype;
 }
 
+static int cmp_op_name(const void *a, const void *b) {
+  const mb_info_op *x = a, *y = b;
+  int c = strcmp(x->domain, y->domain);
+  return c ? c : strcmp(x->op_type, y->op_type);
+}
+
 static int cmp_op(const void *a, const void *b) {
   const mb_info_op *x = a, *y = b;
   if (x->count != y->count) return x->count > y->count ? -1 : 1;
@@ -87,17 +93,15 @@ int mb_info_summarize(const mb_model *m, const mb_setup *s, mb_info_summary *out
     }
   }
   qsort(out->groups, out->n_groups, sizeof *out->groups, cmp_group);
+  /* histogram by sorting (domain, op type) pairs: n log n however many distinct ops */
   for (size_t k = 0; k < nn; k++) {
-    const char *op, *dom;
-    mb_model_node(m, k, &op, &dom, NULL);
-    size_t j = 0;
-    while (j < out->n_ops && (strcmp(out->ops[j].op_type, op) || strcmp(out->ops[j].domain, dom))) j++;
-    if (j == out->n_ops) {
-      out->ops[j].op_type = op;
-      out->ops[j].domain = dom;
-      out->n_ops++;
-    }
-    out->ops[j].count++;
+    mb_model_node(m, k, &out->ops[k].op_type, &out->ops[k].domain, NULL);
+    out->ops[k].count = 1;
+  }
+  qsort(out->ops, nn, sizeof *out->ops, cmp_op_name);
+  for (size_t k = 0; k < nn; k++) {
+    if (out->n_ops && !cmp_op_name(&out->ops[out->n_ops - 1], &out->ops[k])) out->ops[out->n_ops - 1].count++;
+    else out->ops[out->n_ops++] = out->ops[k];
   }
   qsort(out->ops, out->n_ops, sizeof *out->ops, cmp_op);
   return MB_OK;

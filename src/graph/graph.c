@@ -2,23 +2,7 @@
 #include <string.h>
 
 #include "graph/check.h"
-
-/* Defined here (not OUTER) in g itself. */
-static int32_t find_local(const mb_graph *g, const char *name) {
-  for (int32_t v = 0; v < g->n_values; v++)
-    if (g->values[v].kind != MB_VALUE_OUTER && !strcmp(g->values[v].name, name)) return v;
-  return -1;
-}
-
-int32_t mb_graph_find_local(const mb_graph *g, const char *name) { return find_local(g, name); }
-
-int32_t mb_graph_find_value(const mb_graph *g, const char *name) {
-  for (; g; g = g->parent) {
-    int32_t v = find_local(g, name);
-    if (v >= 0) return v;
-  }
-  return -1;
-}
+#include "util/strmap.h"
 
 int64_t mb_model_opset_of(const struct mb_model *m, const char *domain) {
   if (!domain || !strcmp(domain, "ai.onnx")) domain = "";
@@ -36,23 +20,14 @@ typedef struct capture_fn {
 } capture_fn;
 
 /* Walk subgraph sg (nested somewhere below `home`, the graph holding node `node`) and report
- * the captured names that resolve to values of `home`. */
+ * the captured names that resolve to values of `home` (resolved once by resolve_captures). */
 static int walk_captures(const mb_graph *home, int32_t node, const mb_graph *sg, capture_fn *cb,
                          mb_diag *d) {
   for (int32_t v = 0; v < sg->n_values; v++) {
-    if (sg->values[v].kind != MB_VALUE_OUTER) continue;
-    const char *name = sg->values[v].name;
-    const mb_graph *g = sg->parent;
-    int32_t found = -1;
-    while (g && (found = find_local(g, name)) < 0) g = g->parent;
-    if (found < 0)
-      return mb_fail(d, MB_E_INVALID_MODEL,
-                     "subgraph '%s' consumes '%s', which is not defined in it or in any "
-                     "enclosing graph", sg->name, name);
-    if (g == home) {
-      int rc = cb->fn(cb->ctx, home, node, found);
-      if (rc) return rc;
-    }
+    const mb_value *val = &sg->values[v];
+    if (val->kind != MB_VALUE_OUTER || val->outer_levels != sg->depth - home->depth) continue;
+    int rc = cb->fn(cb->ctx, home, node, val->outer_index);
+    if (rc) return rc;
   }
   for (int32_t k = 0; k < sg->n_nodes; k++) {
     const mb_node *n = &sg->nodes[k];
@@ -70,6 +45,45 @@ static int walk_captures(const mb_graph *home, int32_t node, const mb_graph *sg,
     }
   }
   return MB_OK;
+}
+
+/* Resolve every captured name of every subgraph to (levels up, value index), with one hash
+ * map per graph on the current chain: linear in the model, not in captures x values. */
+typedef struct scope_chain {
+  const mb_strmap *names;
+  const struct scope_chain *up;
+} scope_chain;
+
+static int resolve_captures(mb_graph *g, const scope_chain *up, mb_diag *d) {
+  mb_strmap names;
+  if (mb_strmap_init(&names, (size_t)g->n_values) != 0) return mb_fail(d, MB_E_NOMEM, "out of memory");
+  int rc = MB_OK;
+  for (int32_t v = 0; v < g->n_values && rc == MB_OK; v++)
+    if (g->values[v].kind != MB_VALUE_OUTER && mb_strmap_put(&names, g->values[v].name, v, NULL) < 0)
+      rc = mb_fail(d, MB_E_NOMEM, "out of memory");
+  for (int32_t v = 0; v < g->n_values && rc == MB_OK; v++) {
+    mb_value *val = &g->values[v];
+    if (val->kind != MB_VALUE_OUTER) continue;
+    int32_t levels = 1, idx = -1;
+    for (const scope_chain *c = up; c; c = c->up, levels++)
+      if ((idx = mb_strmap_get(c->names, val->name)) >= 0) break;
+    if (idx < 0)
+      rc = mb_fail(d, MB_E_INVALID_MODEL,
+                   "subgraph '%s' consumes '%s', which is not defined in it or in any "
+                   "enclosing graph", g->name, val->name);
+    val->outer_levels = levels;
+    val->outer_index = idx;
+  }
+  scope_chain here = {&names, up};
+  for (int32_t k = 0; k < g->n_nodes && rc == MB_OK; k++)
+    for (int32_t a = 0; a < g->nodes[k].n_attrs && rc == MB_OK; a++) {
+      mb_attr *at = &g->nodes[k].attrs[a];
+      if (at->g) rc = resolve_captures(at->g, &here, d);
+      for (uint64_t j = 0; j < at->n_graphs && rc == MB_OK; j++)
+        if (at->graphs[j]) rc = resolve_captures(at->graphs[j], &here, d);
+    }
+  mb_strmap_free(&names);
+  return rc;
 }
 
 static int for_each_capture(const mb_graph *g, int32_t node, capture_fn *cb, mb_diag *d) {
@@ -238,6 +252,8 @@ static int check_graph(struct mb_model *m, mb_graph *g, mb_diag *d) {
 }
 
 int mb_graph_check_model(struct mb_model *m, mb_diag *d) {
+  int rc = resolve_captures(m->graph, NULL, d);
+  if (rc) return rc;
   int n = count_inits(m->graph);
   m->all_inits = mb_arena_array(&m->arena, (size_t)n + 1, sizeof(mb_init_ref));
   if (!m->all_inits) return mb_fail(d, MB_E_NOMEM, "out of memory");

@@ -60,6 +60,8 @@ typedef struct mb_value {
   int32_t producer;         /* node index for NODE_OUTPUT, else -1 */
   int32_t initializer;      /* index into graph->inits for INITIALIZER, else -1 */
   int32_t num_uses;         /* node inputs (incl. subgraph captures) reading this value */
+  int32_t outer_levels;     /* OUTER: how many graphs up the captured value lives (>= 1) */
+  int32_t outer_index;      /* OUTER: its value index in that graph */
   mb_type type;             /* declared type (input/output/value_info), may be empty */
 } mb_value;
 
@@ -133,11 +135,6 @@ struct mb_model {
   const char **warnings;
 };
 
-/* A value defined in g itself (not a capture), or -1. Linear scan. */
-int32_t mb_graph_find_local(const mb_graph *g, const char *name);
-/* Look up a value by name in g and its enclosing graphs; -1 when absent. Linear scan: meant
- * for tests and tools, not hot paths. */
-int32_t mb_graph_find_value(const mb_graph *g, const char *name);
 /* The opset version of a domain ("" or "ai.onnx" = default), or -1. */
 int64_t mb_model_opset_of(const struct mb_model *m, const char *domain);
 

@@ -29,6 +29,7 @@ typedef struct field_rule {
   uint8_t message;   /* msg_id, for K_MESSAGE */
   uint8_t payload;   /* 1: tensor data that may be dropped */
   const char *name;
+  uint8_t single;    /* 1: a singular message field (see slim_message) */
 } field_rule;
 
 typedef struct msg_rule {
@@ -37,8 +38,9 @@ typedef struct msg_rule {
   size_t n_fields;
 } msg_rule;
 
-#define F(num, kind, msg, name) {num, kind, msg, 0, name}
-#define P(num, kind, name) {num, kind, 0, 1, name}
+#define F(num, kind, msg, name) {num, kind, msg, 0, name, 0}
+#define S(num, msg, name) {num, K_MESSAGE, msg, 0, name, 1}
+#define P(num, kind, name) {num, kind, 0, 1, name, 0}
 
 /* Fields of onnx.proto (IR version 10), including ones newer than the proto that generated
  * the protobuf-c code: those are passed through as unknown fields. */
@@ -46,7 +48,7 @@ static const field_rule model_fields[] = {
   F(1, K_VARINT, 0, "ir_version"), F(2, K_BYTES, 0, "producer_name"),
   F(3, K_BYTES, 0, "producer_version"), F(4, K_BYTES, 0, "domain"),
   F(5, K_VARINT, 0, "model_version"), F(6, K_BYTES, 0, "doc_string"),
-  F(7, K_MESSAGE, M_GRAPH, "graph"), F(8, K_MESSAGE, M_OPSET, "opset_import"),
+  S(7, M_GRAPH, "graph"), F(8, K_MESSAGE, M_OPSET, "opset_import"),
   F(14, K_MESSAGE, M_STRING_ENTRY, "metadata_props"),
   F(20, K_MESSAGE, M_TRAINING_INFO, "training_info"), F(25, K_MESSAGE, M_FUNCTION, "functions"),
 };
@@ -67,39 +69,39 @@ static const field_rule node_fields[] = {
 };
 static const field_rule attr_fields[] = {
   F(1, K_BYTES, 0, "name"), F(2, K_FIXED32, 0, "f"), F(3, K_VARINT, 0, "i"),
-  F(4, K_BYTES, 0, "s"), F(5, K_MESSAGE, M_TENSOR, "t"), F(6, K_MESSAGE, M_GRAPH, "g"),
+  F(4, K_BYTES, 0, "s"), S(5, M_TENSOR, "t"), S(6, M_GRAPH, "g"),
   F(7, K_REP_FIXED32, 0, "floats"), F(8, K_REP_VARINT, 0, "ints"), F(9, K_BYTES, 0, "strings"),
   F(10, K_MESSAGE, M_TENSOR, "tensors"), F(11, K_MESSAGE, M_GRAPH, "graphs"),
-  F(13, K_BYTES, 0, "doc_string"), F(14, K_MESSAGE, M_TYPE, "tp"),
+  F(13, K_BYTES, 0, "doc_string"), S(14, M_TYPE, "tp"),
   F(15, K_MESSAGE, M_TYPE, "type_protos"), F(20, K_VARINT, 0, "type"),
-  F(21, K_BYTES, 0, "ref_attr_name"), F(22, K_MESSAGE, M_SPARSE, "sparse_tensor"),
+  F(21, K_BYTES, 0, "ref_attr_name"), S(22, M_SPARSE, "sparse_tensor"),
   F(23, K_MESSAGE, M_SPARSE, "sparse_tensors"),
 };
 static const field_rule value_info_fields[] = {
-  F(1, K_BYTES, 0, "name"), F(2, K_MESSAGE, M_TYPE, "type"), F(3, K_BYTES, 0, "doc_string"),
+  F(1, K_BYTES, 0, "name"), S(2, M_TYPE, "type"), F(3, K_BYTES, 0, "doc_string"),
   F(4, K_MESSAGE, M_STRING_ENTRY, "metadata_props"),
 };
 static const field_rule type_fields[] = {
-  F(1, K_MESSAGE, M_TYPE_TENSOR, "tensor_type"), F(4, K_MESSAGE, M_TYPE_SEQUENCE, "sequence_type"),
-  F(5, K_MESSAGE, M_TYPE_MAP, "map_type"), F(6, K_BYTES, 0, "denotation"),
-  F(8, K_MESSAGE, M_TYPE_SPARSE, "sparse_tensor_type"),
-  F(9, K_MESSAGE, M_TYPE_OPTIONAL, "optional_type"),
+  S(1, M_TYPE_TENSOR, "tensor_type"), S(4, M_TYPE_SEQUENCE, "sequence_type"),
+  S(5, M_TYPE_MAP, "map_type"), F(6, K_BYTES, 0, "denotation"),
+  S(8, M_TYPE_SPARSE, "sparse_tensor_type"),
+  S(9, M_TYPE_OPTIONAL, "optional_type"),
 };
 static const field_rule type_tensor_fields[] = {
-  F(1, K_VARINT, 0, "elem_type"), F(2, K_MESSAGE, M_SHAPE, "shape"),
+  F(1, K_VARINT, 0, "elem_type"), S(2, M_SHAPE, "shape"),
 };
-static const field_rule type_sequence_fields[] = { F(1, K_MESSAGE, M_TYPE, "elem_type") };
+static const field_rule type_sequence_fields[] = { S(1, M_TYPE, "elem_type") };
 static const field_rule type_map_fields[] = {
-  F(1, K_VARINT, 0, "key_type"), F(2, K_MESSAGE, M_TYPE, "value_type"),
+  F(1, K_VARINT, 0, "key_type"), S(2, M_TYPE, "value_type"),
 };
-static const field_rule type_optional_fields[] = { F(1, K_MESSAGE, M_TYPE, "elem_type") };
+static const field_rule type_optional_fields[] = { S(1, M_TYPE, "elem_type") };
 static const field_rule shape_fields[] = { F(1, K_MESSAGE, M_DIM, "dim") };
 static const field_rule dim_fields[] = {
   F(1, K_VARINT, 0, "dim_value"), F(2, K_BYTES, 0, "dim_param"), F(3, K_BYTES, 0, "denotation"),
 };
 static const field_rule tensor_fields[] = {
   F(1, K_REP_VARINT, 0, "dims"), F(2, K_VARINT, 0, "data_type"),
-  F(3, K_MESSAGE, M_SEGMENT, "segment"), P(4, K_REP_FIXED32, "float_data"),
+  S(3, M_SEGMENT, "segment"), P(4, K_REP_FIXED32, "float_data"),
   P(5, K_REP_VARINT, "int32_data"), P(6, K_BYTES, "string_data"),
   P(7, K_REP_VARINT, "int64_data"), F(8, K_BYTES, 0, "name"), P(9, K_BYTES, "raw_data"),
   P(10, K_REP_FIXED64, "double_data"), P(11, K_REP_VARINT, "uint64_data"),
@@ -110,11 +112,11 @@ static const field_rule segment_fields[] = {
   F(1, K_VARINT, 0, "begin"), F(2, K_VARINT, 0, "end"),
 };
 static const field_rule sparse_fields[] = {
-  F(1, K_MESSAGE, M_TENSOR, "values"), F(2, K_MESSAGE, M_TENSOR, "indices"),
+  S(1, M_TENSOR, "values"), S(2, M_TENSOR, "indices"),
   F(3, K_REP_VARINT, 0, "dims"),
 };
 static const field_rule training_info_fields[] = {
-  F(1, K_MESSAGE, M_GRAPH, "initialization"), F(2, K_MESSAGE, M_GRAPH, "algorithm"),
+  S(1, M_GRAPH, "initialization"), S(2, M_GRAPH, "algorithm"),
   F(3, K_MESSAGE, M_STRING_ENTRY, "initialization_binding"),
   F(4, K_MESSAGE, M_STRING_ENTRY, "update_binding"),
 };
@@ -294,6 +296,10 @@ static int slim_message(walker *w, msg_id m, const uint8_t *p, const uint8_t *en
   if (depth > MB_WIRE_MAX_DEPTH)
     return mb_fail(w->d, MB_E_LIMIT, "%s at byte %zu: messages nested deeper than %d", msg,
                    (size_t)(p - w->base), MB_WIRE_MAX_DEPTH);
+  /* A singular message field may legally appear several times (protobuf merges them), but
+   * protobuf-c merges each repeat into a copy of the whole message so far: quadratic. No
+   * exporter writes that, so it is refused. Field numbers of singular fields are < 32. */
+  uint32_t seen_single = 0;
   while (p < end) {
     const uint8_t *field_start = p;
     size_t off = (size_t)(p - w->base);
@@ -309,6 +315,13 @@ static int slim_message(walker *w, msg_id m, const uint8_t *p, const uint8_t *en
       return mb_fail(w->d, MB_E_PARSE, "%s at byte %zu: invalid field number %llu", msg, off,
                      (unsigned long long)number);
     const field_rule *f = find_field(m, (uint32_t)number);
+    if (f && f->single) {
+      uint32_t bit = 1u << (f->number & 31);
+      if (seen_single & bit)
+        return mb_fail(w->d, MB_E_PARSE, "%s.%s at byte %zu: this single field appears more "
+                       "than once", msg, f->name, off);
+      seen_single |= bit;
+    }
     if (f && !wire_type_fits((field_kind)f->kind, wt))
       return mb_fail(w->d, MB_E_PARSE,
                      "%s.%s at byte %zu: wire type %s does not fit this field (is this an ONNX "

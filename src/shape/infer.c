@@ -146,15 +146,15 @@ static int infer_subgraph(mb_op_ctx *c, const mb_graph *g, const mb_tinfo *const
       t->dims = v->type.dims;
     }
   }
-  /* captures: the enclosing graphs' tensors, by name */
+  /* captures: the enclosing graphs' tensors, resolved at load */
   for (int32_t v = 0; v < g->n_values; v++) {
-    if (g->values[v].kind != MB_VALUE_OUTER) continue;
+    const mb_value *val = &g->values[v];
+    if (val->kind != MB_VALUE_OUTER) continue;
     const frame *up = outer;
-    int32_t idx = -1;
-    while (up && (idx = mb_graph_find_local(up->g, g->values[v].name)) < 0) up = up->up;
-    if (idx < 0)
-      return mb_op_fail(c, "subgraph '%s' reads '%s', which is not defined", g->name, g->values[v].name);
-    f.t[v] = up->t[idx];
+    for (int32_t l = 1; up && l < val->outer_levels; l++) up = up->up;
+    if (!up || val->outer_index < 0)
+      return mb_op_fail(c, "subgraph '%s' reads '%s', which is not defined", g->name, val->name);
+    f.t[v] = up->t[val->outer_index];
   }
   int rc = infer_nodes(&f);
   if (rc) return rc;

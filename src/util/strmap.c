@@ -3,10 +3,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t hash_str(const char *s) { /* FNV-1a */
-  uint64_t h = 1469598103934665603ull;
+/* FNV-1a started from a per-map seed and finished with a mixer: names come from untrusted
+ * files, and a fixed hash lets a crafted file make every insertion collide (quadratic). The
+ * seed comes from the table's own address (randomised by ASLR), so no global state. */
+static uint64_t hash_str(const mb_strmap *m, const char *s) {
+  uint64_t h = 1469598103934665603ull ^ m->seed;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 33);
 }
 
 int mb_strmap_init(mb_strmap *m, size_t expected) {
@@ -19,6 +26,8 @@ int mb_strmap_init(mb_strmap *m, size_t expected) {
   m->vals = calloc(cap, sizeof *m->vals);
   m->cap = cap;
   m->len = 0;
+  uint64_t a = (uint64_t)(uintptr_t)m->keys;
+  m->seed = (a * 0x9e3779b97f4a7c15ull) ^ (a >> 29);
   if (!m->keys || !m->vals) {
     mb_strmap_free(m);
     return -1;
@@ -33,7 +42,7 @@ void mb_strmap_free(mb_strmap *m) {
 }
 
 static size_t find_slot(const mb_strmap *m, const char *key) {
-  size_t i = (size_t)hash_str(key) & (m->cap - 1);
+  size_t i = (size_t)hash_str(m, key) & (m->cap - 1);
   while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & (m->cap - 1);
   return i;
 }

@@ -8,6 +8,7 @@ typedef struct mb_strmap {
   const char **keys; /* borrowed; NULL marks an empty slot */
   int32_t *vals;
   size_t cap, len;
+  uint64_t seed;     /* per-map hash seed */
 } mb_strmap;
 
 int mb_strmap_init(mb_strmap *m, size_t expected); /* 0 ok, -1 out of memory */
