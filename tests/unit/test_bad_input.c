@@ -94,6 +94,18 @@ static void test_other_message(void) {
   pb_free(&g);
 }
 
+static void test_repeated_single_field(void) {
+  /* protobuf would merge two ModelProto.graph fields; protobuf-c does so quadratically */
+  pb g1 = small_graph(), g2 = small_graph();
+  pb m = pb_model(&g1);
+  pb_msg(&m, MODEL_GRAPH, &g2);
+  char msg[1024];
+  CHECK_EQ_I64(load(&m, msg, sizeof msg), MB_E_PARSE);
+  CHECK_CONTAINS(msg, "ModelProto.graph");
+  CHECK_CONTAINS(msg, "appears more than once");
+  pb_free(&m);
+}
+
 static void test_no_graph(void) {
   pb m = {0};
   pb_int(&m, MODEL_IR_VERSION, 8);
@@ -369,6 +381,7 @@ int main(void) {
   test_truncated();
   test_other_message();
   test_no_graph();
+  test_repeated_single_field();
   test_dangling_input();
   test_duplicates();
   test_bad_dims();
