@@ -154,6 +154,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="directory to write slow-*.onnx into")
     ap.add_argument("--replay", help="mb_fuzz_replay binary to run on the directory")
+    ap.add_argument("--slow-ms", default="1000",
+                    help="fail a load slower than this (0: no time limit, as ctest runs it)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     for name, make in INPUTS.items():
@@ -162,7 +164,7 @@ def main():
         with open(os.path.join(args.out, name + ".onnx"), "wb") as f:
             f.write(data)
     if args.replay:
-        return subprocess.call([args.replay, "--slow-ms=1000", args.out])
+        return subprocess.call([args.replay, f"--slow-ms={args.slow_ms}", args.out])
     return 0
 
 

@@ -6,7 +6,10 @@
  *     --truncate[=STEP]   also load every prefix of each file (every STEP-th length)
  *     --mutate[=STEP]     also load each file with single bytes replaced (every STEP-th offset)
  *     --shard=I/N         only the I-th of N slices of the prefixes/mutations (run N in parallel)
- *     --slow-ms=MS        a load slower than MS (default 1000) of an input under 1 MiB fails
+ *     --slow-ms=MS        a load slower than MS (default 1000) of an input under 1 MiB fails;
+ *                         0 turns the check off (ctest: speed is a benchmark's job, see
+ *                         bench/README.md; the fuzzing scripts keep the limit)
+ *     --timeout-s=S       a load still running after S seconds (default 60) ends the run
  *     --save=DIR          write every input that breaks an invariant, is slow, or crashes there
  *     -q                  print only failures and the summary
  *
@@ -41,6 +44,7 @@ typedef struct options {
   size_t truncate_step, mutate_step; /* 0: off */
   size_t shard, n_shards;
   double slow_ms;
+  unsigned timeout_s;
   const char *save_dir;
   int quiet;
 } options;
@@ -98,6 +102,17 @@ static void on_abort(int sig) {
   raise(sig);
 }
 
+/* A load that never ends (or eats memory while trying) must not hang CI: name it and stop. */
+static void on_alarm(int sig) {
+  (void)sig;
+  static const char msg[] = "FAIL timeout: a load ran past --timeout-s\n";
+  if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) { /* nothing more to do */ }
+  fprintf(stderr, "mb_fuzz_replay: timed out on %s (%s %zu, %zu bytes)\n", current.file,
+          current.op, current.arg, current.size);
+  save_input("timeout", current.data, current.size);
+  _exit(1);
+}
+
 static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -112,7 +127,9 @@ static void run_one(const options *o, stats *st, const uint8_t *data, size_t siz
   current.size = size;
   int status = 0;
   double t0 = now_ms();
+  alarm(o->timeout_s);
   int bad = mb_fuzz_exercise(data, size, &status);
+  alarm(0);
   double ms = now_ms() - t0;
   st->inputs++;
   if (status == MB_OK) st->ok++;
@@ -128,7 +145,7 @@ static void run_one(const options *o, stats *st, const uint8_t *data, size_t siz
     fprintf(stderr, "FAIL invariant: %s (%s %zu)\n", current.file, op, arg);
     save_input("invariant", data, size);
   }
-  if (ms > o->slow_ms && size < (1u << 20)) {
+  if (o->slow_ms > 0 && ms > o->slow_ms && size < (1u << 20)) {
     st->slow++;
     fprintf(stderr, "FAIL slow: %s (%s %zu, %zu bytes) took %.0f ms\n", current.file, op, arg,
             size, ms);
@@ -278,12 +295,12 @@ static size_t parse_step(const char *arg, const char *flag) {
 static int usage(void) {
   fprintf(stderr,
           "usage: mb_fuzz_replay [--truncate[=STEP]] [--mutate[=STEP]] [--shard=I/N]\n"
-          "                      [--slow-ms=MS] [--save=DIR] [-q] FILE|DIR...\n");
+          "                      [--slow-ms=MS] [--timeout-s=S] [--save=DIR] [-q] FILE|DIR...\n");
   return 2;
 }
 
 int main(int argc, char **argv) {
-  options o = {0, 0, 0, 1, 1000.0, NULL, 0};
+  options o = {0, 0, 0, 1, 1000.0, 60, NULL, 0};
   stats st;
   memset(&st, 0, sizeof st);
   int n_paths = 0;
@@ -298,6 +315,8 @@ int main(int argc, char **argv) {
         return usage();
     } else if (!strncmp(a, "--slow-ms=", 10)) {
       o.slow_ms = atof(a + 10);
+    } else if (!strncmp(a, "--timeout-s=", 12)) {
+      o.timeout_s = (unsigned)atoi(a + 12);
     } else if (!strncmp(a, "--save=", 7)) {
       o.save_dir = a + 7;
     } else if (!strcmp(a, "-q")) {
@@ -318,6 +337,7 @@ int main(int argc, char **argv) {
   current.op = "whole";
   if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(on_death);
   signal(SIGABRT, on_abort);
+  signal(SIGALRM, on_alarm);
 
   int io_errors = 0;
   for (int i = 1; i < argc; i++) {

@@ -6,14 +6,16 @@
 #   include(${PROJECT_SOURCE_DIR}/tests/fuzz/replay.cmake)
 #
 # fuzz_replay_slow regenerates the inputs that once took seconds (0.3-0.6 MB each, too big to
-# store) with make_slow_inputs.py and fails any load slower than 1 s.
+# store) with make_slow_inputs.py and replays them for correctness. Neither test times loads
+# (timed unit tests are flaky on shared 2-core CI machines); bench/README.md records how long
+# these inputs take, and tests/fuzz/run_fuzz.sh keeps its 1 s limit.
 set(MB_FUZZ_DIR "${CMAKE_CURRENT_LIST_DIR}")
 add_executable(mb_fuzz_replay "${MB_FUZZ_DIR}/replay.c")
 target_include_directories(mb_fuzz_replay PRIVATE "${PROJECT_SOURCE_DIR}/include")
 target_compile_options(mb_fuzz_replay PRIVATE ${MB_WARNINGS})
 target_link_libraries(mb_fuzz_replay PRIVATE membudget_static)
 add_test(NAME fuzz_replay
-         COMMAND mb_fuzz_replay -q "${MB_FUZZ_DIR}/regressions"
+         COMMAND mb_fuzz_replay -q --slow-ms=0 "${MB_FUZZ_DIR}/regressions"
                  "${PROJECT_SOURCE_DIR}/models" "${PROJECT_SOURCE_DIR}/models/edge")
 set_tests_properties(fuzz_replay PROPERTIES TIMEOUT 300 LABELS fuzz)
 
@@ -26,6 +28,6 @@ if(_mb_fuzz_python)
   add_test(NAME fuzz_replay_slow
            COMMAND "${_mb_fuzz_python}" "${MB_FUZZ_DIR}/make_slow_inputs.py"
                    --out "${CMAKE_CURRENT_BINARY_DIR}/fuzz-slow"
-                   --replay "$<TARGET_FILE:mb_fuzz_replay>")
+                   --replay "$<TARGET_FILE:mb_fuzz_replay>" --slow-ms 0)
   set_tests_properties(fuzz_replay_slow PROPERTIES TIMEOUT 600 LABELS fuzz)
 endif()
