@@ -4,6 +4,24 @@
 #include "graph/check.h"
 #include "util/strmap.h"
 
+int32_t mb_node_num_subgraphs(const mb_node *n) {
+  int32_t count = 0;
+  for (int32_t a = 0; a < n->n_attrs; a++) {
+    count += n->attrs[a].g != NULL;
+    for (uint64_t j = 0; j < n->attrs[a].n_graphs; j++) count += n->attrs[a].graphs[j] != NULL;
+  }
+  return count;
+}
+
+mb_graph *mb_node_subgraph(const mb_node *n, int32_t i) {
+  for (int32_t a = 0; a < n->n_attrs; a++) {
+    if (n->attrs[a].g && i-- == 0) return n->attrs[a].g;
+    for (uint64_t j = 0; j < n->attrs[a].n_graphs; j++)
+      if (n->attrs[a].graphs[j] && i-- == 0) return n->attrs[a].graphs[j];
+  }
+  return NULL;
+}
+
 int64_t mb_model_opset_of(const struct mb_model *m, const char *domain) {
   if (!domain || !strcmp(domain, "ai.onnx")) domain = "";
   for (int32_t i = 0; i < m->n_opsets; i++)
@@ -29,21 +47,11 @@ static int walk_captures(const mb_graph *home, int32_t node, const mb_graph *sg,
     int rc = cb->fn(cb->ctx, home, node, val->outer_index);
     if (rc) return rc;
   }
-  for (int32_t k = 0; k < sg->n_nodes; k++) {
-    const mb_node *n = &sg->nodes[k];
-    for (int32_t a = 0; a < n->n_attrs; a++) {
-      const mb_attr *at = &n->attrs[a];
-      if (at->g) {
-        int rc = walk_captures(home, node, at->g, cb, d);
-        if (rc) return rc;
-      }
-      for (uint64_t j = 0; j < at->n_graphs; j++) {
-        if (!at->graphs[j]) continue;
-        int rc = walk_captures(home, node, at->graphs[j], cb, d);
-        if (rc) return rc;
-      }
+  for (int32_t k = 0; k < sg->n_nodes; k++)
+    for (int32_t i = 0; i < mb_node_num_subgraphs(&sg->nodes[k]); i++) {
+      int rc = walk_captures(home, node, mb_node_subgraph(&sg->nodes[k], i), cb, d);
+      if (rc) return rc;
     }
-  }
   return MB_OK;
 }
 
@@ -76,29 +84,17 @@ static int resolve_captures(mb_graph *g, const scope_chain *up, mb_diag *d) {
   }
   scope_chain here = {&names, up};
   for (int32_t k = 0; k < g->n_nodes && rc == MB_OK; k++)
-    for (int32_t a = 0; a < g->nodes[k].n_attrs && rc == MB_OK; a++) {
-      mb_attr *at = &g->nodes[k].attrs[a];
-      if (at->g) rc = resolve_captures(at->g, &here, d);
-      for (uint64_t j = 0; j < at->n_graphs && rc == MB_OK; j++)
-        if (at->graphs[j]) rc = resolve_captures(at->graphs[j], &here, d);
-    }
+    for (int32_t i = 0; i < mb_node_num_subgraphs(&g->nodes[k]) && rc == MB_OK; i++)
+      rc = resolve_captures(mb_node_subgraph(&g->nodes[k], i), &here, d);
   mb_strmap_free(&names);
   return rc;
 }
 
 static int for_each_capture(const mb_graph *g, int32_t node, capture_fn *cb, mb_diag *d) {
   const mb_node *n = &g->nodes[node];
-  for (int32_t a = 0; a < n->n_attrs; a++) {
-    const mb_attr *at = &n->attrs[a];
-    if (at->g) {
-      int rc = walk_captures(g, node, at->g, cb, d);
-      if (rc) return rc;
-    }
-    for (uint64_t j = 0; j < at->n_graphs; j++) {
-      if (!at->graphs[j]) continue;
-      int rc = walk_captures(g, node, at->graphs[j], cb, d);
-      if (rc) return rc;
-    }
+  for (int32_t i = 0; i < mb_node_num_subgraphs(n); i++) {
+    int rc = walk_captures(g, node, mb_node_subgraph(n, i), cb, d);
+    if (rc) return rc;
   }
   return MB_OK;
 }
@@ -221,11 +217,8 @@ done:
 static int count_inits(const mb_graph *g) {
   int n = g->n_inits;
   for (int32_t k = 0; k < g->n_nodes; k++)
-    for (int32_t a = 0; a < g->nodes[k].n_attrs; a++) {
-      const mb_attr *at = &g->nodes[k].attrs[a];
-      if (at->g) n += count_inits(at->g);
-      for (uint64_t j = 0; j < at->n_graphs; j++) if (at->graphs[j]) n += count_inits(at->graphs[j]);
-    }
+    for (int32_t i = 0; i < mb_node_num_subgraphs(&g->nodes[k]); i++)
+      n += count_inits(mb_node_subgraph(&g->nodes[k], i));
   return n;
 }
 
@@ -242,12 +235,8 @@ static int check_graph(struct mb_model *m, mb_graph *g, mb_diag *d) {
     if (g->values[v].initializer >= 0) base[g->values[v].initializer].value = v;
   m->n_all_inits += g->n_inits;
   for (int32_t k = 0; k < g->n_nodes; k++)
-    for (int32_t a = 0; a < g->nodes[k].n_attrs; a++) {
-      mb_attr *at = &g->nodes[k].attrs[a];
-      if (at->g && (rc = check_graph(m, at->g, d))) return rc;
-      for (uint64_t j = 0; j < at->n_graphs; j++)
-        if (at->graphs[j] && (rc = check_graph(m, at->graphs[j], d))) return rc;
-    }
+    for (int32_t i = 0; i < mb_node_num_subgraphs(&g->nodes[k]); i++)
+      if ((rc = check_graph(m, mb_node_subgraph(&g->nodes[k], i), d))) return rc;
   return MB_OK;
 }
 

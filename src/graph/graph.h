@@ -86,6 +86,7 @@ struct mb_op_def;
 
 typedef struct mb_node {
   const struct mb_op_def *op; /* operator-table entry, resolved at load; NULL if unsupported */
+  int64_t opset;            /* version of the node's domain in the model, resolved at load */
   const char *name;
   const char *op_type;
   const char *domain;       /* "" for ai.onnx */
@@ -134,6 +135,11 @@ struct mb_model {
   int32_t n_warnings;
   const char **warnings;
 };
+
+/* A node's subgraphs (If branches, Loop/Scan bodies): the GRAPH attributes and every entry
+ * of GRAPHS attributes, in attribute order. */
+int32_t mb_node_num_subgraphs(const mb_node *n);
+mb_graph *mb_node_subgraph(const mb_node *n, int32_t i);
 
 /* The opset version of a domain ("" or "ai.onnx" = default), or -1. */
 int64_t mb_model_opset_of(const struct mb_model *m, const char *domain);
