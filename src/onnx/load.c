@@ -64,7 +64,7 @@ static int load_bytes(struct mb_model *m, const uint8_t *data, size_t size, mb_d
   mb_sb_free(&slim);
   if (rc == MB_OK) rc = mb_graph_check_model(m, d);
   if (rc == MB_OK) rc = mb_roles_derive(m, d);
-  if (rc == MB_OK) mb_ops_resolve_model(m);
+  if (rc == MB_OK) rc = mb_ops_resolve_model(m, d);
   return rc;
 }
 

@@ -49,8 +49,9 @@ typedef struct mb_op_def {
 
 /* The entry for a node's op at an opset: the one with the largest since <= opset, or NULL. */
 const mb_op_def *mb_op_find(const char *domain, const char *op_type, int64_t opset);
-/* Resolve every node's entry (all graphs) once at load: inference runs many times per model. */
-void mb_ops_resolve_model(struct mb_model *m);
+/* Resolve every node's opset and table entry (all graphs) once at load: inference runs many
+ * times per model. */
+int mb_ops_resolve_model(struct mb_model *m, mb_diag *d);
 /* Every entry, for `membudget ops`. */
 size_t mb_op_count(void);
 const mb_op_def *mb_op_at(size_t i);

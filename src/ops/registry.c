@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "ops/op.h"
+#include "util/strmap.h"
 
 typedef struct family {
   const mb_op_def *defs;
@@ -35,19 +36,30 @@ const mb_op_def *mb_op_find(const char *domain, const char *op_type, int64_t ops
   return best;
 }
 
-static void resolve_graph(const struct mb_model *m, mb_graph *g) {
+static void resolve_graph(const mb_strmap *opsets, const struct mb_model *m, mb_graph *g) {
   for (int32_t k = 0; k < g->n_nodes; k++) {
     mb_node *n = &g->nodes[k];
-    n->op = mb_op_find(n->domain, n->op_type, mb_model_opset_of(m, n->domain));
-    for (int32_t a = 0; a < n->n_attrs; a++) {
-      if (n->attrs[a].g) resolve_graph(m, n->attrs[a].g);
-      for (uint64_t j = 0; j < n->attrs[a].n_graphs; j++)
-        if (n->attrs[a].graphs[j]) resolve_graph(m, n->attrs[a].graphs[j]);
-    }
+    int32_t i = mb_strmap_get(opsets, n->domain);
+    n->opset = i >= 0 ? m->opsets[i].version : -1;
+    n->op = mb_op_find(n->domain, n->op_type, n->opset);
+    for (int32_t s = 0; s < mb_node_num_subgraphs(n); s++) resolve_graph(opsets, m, mb_node_subgraph(n, s));
   }
 }
 
-void mb_ops_resolve_model(struct mb_model *m) { resolve_graph(m, m->graph); }
+/* One map from domain to opset import (the first import of a domain wins, as in
+ * mb_model_opset_of), so a file with many imports and many nodes stays linear. */
+int mb_ops_resolve_model(struct mb_model *m, mb_diag *d) {
+  mb_strmap opsets;
+  if (mb_strmap_init(&opsets, (size_t)m->n_opsets) != 0) return mb_fail(d, MB_E_NOMEM, "out of memory");
+  for (int32_t i = 0; i < m->n_opsets; i++)
+    if (mb_strmap_put(&opsets, m->opsets[i].domain, i, NULL) < 0) {
+      mb_strmap_free(&opsets);
+      return mb_fail(d, MB_E_NOMEM, "out of memory");
+    }
+  resolve_graph(&opsets, m, m->graph);
+  mb_strmap_free(&opsets);
+  return MB_OK;
+}
 
 size_t mb_op_count(void) {
   size_t n = 0;

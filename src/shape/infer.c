@@ -175,7 +175,7 @@ static int infer_nodes(frame *f) {
   int rc = in && out ? MB_OK : mb_fail(d, MB_E_NOMEM, "out of memory");
   for (int32_t k = 0; k < g->n_nodes && rc == MB_OK; k++) {
     const mb_node *n = &g->nodes[k];
-    int64_t opset = mb_model_opset_of(f->m, n->domain);
+    int64_t opset = n->opset;
     const mb_op_def *def = n->op;
     if (!def) {
       rc = mb_fail(d, MB_E_UNSUPPORTED, "node '%s': op %s (domain '%s', opset %lld) is not supported",

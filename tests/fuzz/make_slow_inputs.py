@@ -141,12 +141,25 @@ def hash_flood():
     return model(graph([node("Split", ["x"], names)], inputs=["x"]))
 
 
+def opset_imports_per_node(n=30000):
+    """30k opset_import entries (the default domain last) and a chain of 30k nodes: every
+    node's opset was found by a linear scan of the imports, at load (op resolution) and in
+    shape inference (N x M strcmp)."""
+    names = ["v%x" % i for i in range(n + 1)]
+    nodes = [node("Abs", [names[i]], [names[i + 1]]) for i in range(n)]
+    g = (b"".join(field(1, x) for x in nodes) + field(2, "g") +
+         field(11, field(1, names[0]) + field(2, field(1, vfield(1, 1) + field(2, field(1, vfield(1, 2)))))))
+    imports = field(8, field(1, "x") + vfield(2, 1)) * n + field(8, vfield(2, 17))
+    return vfield(1, 8) + field(7, g) + imports
+
+
 INPUTS = {
     "slow-nested-subgraph-captures": nested_captures,
     "slow-wide-subgraph-captures": wide_captures,
     "slow-info-distinct-op-types": distinct_op_types,
     "slow-protobuf-merge-repeated-graph": repeated_graph_field,
     "slow-strmap-hash-flood": hash_flood,
+    "slow-opset-imports-per-node": opset_imports_per_node,
 }
 
 
