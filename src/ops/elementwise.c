@@ -17,12 +17,10 @@ static int unary(mb_op_ctx *c) {
   const int64_t *v = mb_op_ivalues(c, 0, &n);
   const char *op = c->node->op_type;
   if (v && (!strcmp(op, "Identity") || !strcmp(op, "Neg") || !strcmp(op, "Abs"))) {
-    int64_t *o = malloc((size_t)(n ? n : 1) * sizeof *o);
-    if (!o) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
+    int64_t *o = mb_op_new_ivalues(c, 0, n);
+    if (!o) return c->d->status;
     for (int64_t k = 0; k < n; k++) /* wraps like the integer kernels do, without UB */
       o[k] = op[0] == 'I' ? v[k] : (op[0] == 'N' || v[k] < 0) ? (int64_t)(0 - (uint64_t)v[k]) : v[k];
-    rc = mb_op_set_ivalues(c, 0, o, n);
-    free(o);
   }
   return rc;
 }
@@ -97,17 +95,16 @@ static int fold_float(mb_op_ctx *c, int32_t r, const int64_t *dims, uint64_t n) 
   if (!kind || mb_dtype_class_of(c->out[0]->dtype) != MB_DCLASS_FLOAT) return MB_OK;
   int64_t na, nb;
   const double *a = mb_op_fvalues(c, 0, &na), *b = mb_op_fvalues(c, 1, &nb);
-  double *o = malloc((size_t)(n ? n : 1) * sizeof *o);
-  if (!a || !b || !o) { free(o); return mb_fail(c->d, MB_E_NOMEM, "out of memory"); }
+  if (!a || !b) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
+  double *o = mb_op_new_fvalues(c, 0, (int64_t)n);
+  if (!o) return c->d->status;
   for (uint64_t k = 0; k < n; k++) {
     double x = a[bcast_index(c->in[0], r, dims, (int64_t)k)];
     double y = b[bcast_index(c->in[1], r, dims, (int64_t)k)];
     o[k] = kind == 1 ? x + y : kind == 2 ? x - y : kind == 3 ? x * y : kind == 4 ? x / y
          : kind == 5 ? (x < y ? x : y) : (x > y ? x : y);
   }
-  int rc = mb_op_set_fvalues(c, 0, o, (int64_t)n);
-  free(o);
-  return rc;
+  return MB_OK;
 }
 
 /* Broadcast all inputs (variadic Sum/Min/Max/Mean included); fold known values. */
@@ -139,15 +136,14 @@ static int broadcast_op(mb_op_ctx *c) {
   if (!rule->fn) return MB_OK;
   int64_t na, nb;
   const int64_t *a = mb_op_ivalues(c, 0, &na), *b = mb_op_ivalues(c, 1, &nb);
-  int64_t *o = malloc((size_t)(n ? n : 1) * sizeof *o);
-  if (!o) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
+  int64_t *o = mb_op_new_ivalues(c, 0, (int64_t)n);
+  if (!o) return c->d->status;
   bool ok = true;
   for (uint64_t k = 0; k < n && ok; k++)
     o[k] = rule->fn(a[bcast_index(c->in[0], acc.rank, dims, (int64_t)k)],
                     b[bcast_index(c->in[1], acc.rank, dims, (int64_t)k)], &ok);
-  rc = ok ? mb_op_set_ivalues(c, 0, o, (int64_t)n) : MB_OK;
-  free(o);
-  return rc;
+  if (!ok) c->out[0]->val = NULL; /* division by zero: the values are not known */
+  return MB_OK;
 }
 
 static int where_op(mb_op_ctx *c) {
@@ -166,14 +162,12 @@ static int where_op(mb_op_ctx *c) {
                 *vy = mb_op_ivalues(c, 2, &ny);
   uint64_t n = mb_tinfo_numel(c->out[0]);
   if (!vc || !vx || !vy || n > MB_SMALL_VALUE_MAX) return MB_OK;
-  int64_t *o = malloc((size_t)(n ? n : 1) * sizeof *o);
-  if (!o) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
+  int64_t *o = mb_op_new_ivalues(c, 0, (int64_t)n);
+  if (!o) return c->d->status;
   for (uint64_t k = 0; k < n; k++)
     o[k] = vc[bcast_index(cond, r2, d2, (int64_t)k)] ? vx[bcast_index(x, r2, d2, (int64_t)k)]
                                                     : vy[bcast_index(y, r2, d2, (int64_t)k)];
-  rc = mb_op_set_ivalues(c, 0, o, (int64_t)n);
-  free(o);
-  return rc;
+  return MB_OK;
 }
 
 static int not_op(mb_op_ctx *c) {
@@ -202,13 +196,11 @@ static int cast_op(mb_op_ctx *c) {
     if (!f) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
     if (mb_dtype_is_float(to)) return mb_op_set_fvalues(c, 0, f, n);
     if (!mb_dtype_is_integer_like(to)) return MB_OK;
-    int64_t *o = malloc((size_t)(n ? n : 1) * sizeof *o);
-    if (!o) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
+    int64_t *o = mb_op_new_ivalues(c, 0, n);
+    if (!o) return c->d->status;
     for (int64_t k = 0; k < n; k++)
       o[k] = to == MB_DTYPE_BOOL ? f[k] != 0 : (f[k] > -9e18 && f[k] < 9e18) ? (int64_t)f[k] : 0;
-    rc = mb_op_set_ivalues(c, 0, o, n);
-    free(o);
-    return rc;
+    return MB_OK;
   }
   const int64_t *v = mb_op_ivalues(c, 0, &n);
   if (v && mb_dtype_is_float(to)) {
@@ -216,11 +208,9 @@ static int cast_op(mb_op_ctx *c) {
     return f ? mb_op_set_fvalues(c, 0, f, n) : mb_fail(c->d, MB_E_NOMEM, "out of memory");
   }
   if (v && mb_dtype_is_integer_like(to)) {
-    int64_t *o = malloc((size_t)(n ? n : 1) * sizeof *o);
-    if (!o) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
+    int64_t *o = mb_op_new_ivalues(c, 0, n);
+    if (!o) return c->d->status;
     for (int64_t k = 0; k < n; k++) o[k] = to == MB_DTYPE_BOOL ? v[k] != 0 : v[k];
-    rc = mb_op_set_ivalues(c, 0, o, n);
-    free(o);
   }
   return rc;
 }

@@ -72,6 +72,10 @@ int mb_op_input(mb_op_ctx *c, int32_t i, const mb_tinfo **t);
 int mb_op_set(mb_op_ctx *c, int32_t i, int32_t dtype, int32_t rank, const int64_t *dims);
 /* Give output i known integer values (it must be set first, numel == n). */
 int mb_op_set_ivalues(mb_op_ctx *c, int32_t i, const int64_t *v, int64_t n);
+/* n fresh values attached to output i for the caller to fill (evaluation arena). NULL when
+ * the output is omitted (c->d->status stays MB_OK) or memory ran out (it says so). */
+int64_t *mb_op_new_ivalues(mb_op_ctx *c, int32_t i, int64_t n);
+double *mb_op_new_fvalues(mb_op_ctx *c, int32_t i, int64_t n);
 /* Multidirectional (numpy) broadcast of two shapes into out (MB_MAX_RANK entries). */
 int mb_op_broadcast(mb_op_ctx *c, const mb_tinfo *a, const mb_tinfo *b, int32_t *rank, int64_t *out);
 /* Normalise a possibly negative axis for a given rank; error naming the node if out of range. */

@@ -71,16 +71,36 @@ int mb_op_set(mb_op_ctx *c, int32_t i, int32_t dtype, int32_t rank, const int64_
   return MB_OK;
 }
 
-int mb_op_set_ivalues(mb_op_ctx *c, int32_t i, const int64_t *v, int64_t n) {
-  if (i >= c->n_out || !c->out[i]) return MB_OK;
+static mb_small_values *new_values(mb_op_ctx *c, int32_t i, int64_t n, bool is_float) {
+  if (i >= c->n_out || !c->out[i]) return NULL;
   mb_small_values *sv = mb_arena_alloc(c->arena, sizeof *sv);
-  int64_t *copy = mb_arena_array(c->arena, n ? (size_t)n : 1, sizeof(int64_t));
-  if (!sv || !copy) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
-  if (n) memcpy(copy, v, (size_t)n * sizeof(int64_t));
+  void *data = sv ? mb_arena_array(c->arena, n ? (size_t)n : 1, is_float ? sizeof(double) : sizeof(int64_t)) : NULL;
+  if (!data) {
+    mb_fail(c->d, MB_E_NOMEM, "out of memory");
+    return NULL;
+  }
   sv->count = n;
-  sv->i = copy;
+  sv->is_float = is_float;
+  if (is_float) sv->f = data;
+  else sv->i = data;
   c->out[i]->val = sv;
-  return MB_OK;
+  return sv;
+}
+
+int64_t *mb_op_new_ivalues(mb_op_ctx *c, int32_t i, int64_t n) {
+  mb_small_values *sv = new_values(c, i, n, false);
+  return sv ? sv->i : NULL;
+}
+
+double *mb_op_new_fvalues(mb_op_ctx *c, int32_t i, int64_t n) {
+  mb_small_values *sv = new_values(c, i, n, true);
+  return sv ? sv->f : NULL;
+}
+
+int mb_op_set_ivalues(mb_op_ctx *c, int32_t i, const int64_t *v, int64_t n) {
+  int64_t *o = mb_op_new_ivalues(c, i, n);
+  if (o && n) memcpy(o, v, (size_t)n * sizeof *o);
+  return c->d->status;
 }
 
 const int64_t *mb_op_ivalues(const mb_op_ctx *c, int32_t i, int64_t *n) {
@@ -134,16 +154,9 @@ const double *mb_op_fvalues(mb_op_ctx *c, int32_t i, int64_t *n) {
 }
 
 int mb_op_set_fvalues(mb_op_ctx *c, int32_t i, const double *v, int64_t n) {
-  if (i >= c->n_out || !c->out[i]) return MB_OK;
-  mb_small_values *sv = mb_arena_alloc(c->arena, sizeof *sv);
-  double *copy = mb_arena_array(c->arena, n ? (size_t)n : 1, sizeof(double));
-  if (!sv || !copy) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
-  if (n) memcpy(copy, v, (size_t)n * sizeof(double));
-  sv->count = n;
-  sv->is_float = true;
-  sv->f = copy;
-  c->out[i]->val = sv;
-  return MB_OK;
+  double *o = mb_op_new_fvalues(c, i, n);
+  if (o && n) memcpy(o, v, (size_t)n * sizeof *o);
+  return c->d->status;
 }
 
 bool mb_op_user_dim(const mb_op_ctx *c, const char *name, int64_t *v) {

@@ -229,33 +229,24 @@ static int concat(mb_op_ctx *c) {
   }
   if ((rc = mb_op_set(c, 0, first->dtype, first->rank, dims))) return rc;
   if (!values || first->rank != 1) return MB_OK;
+  int64_t at = 0, n;
   if (any_float) {
-    double *o = malloc((size_t)(nvals ? nvals : 1) * sizeof *o);
-    if (!o) return oom(c);
-    int64_t at = 0;
-    for (int32_t i = 0; i < c->n_in; i++) {
-      int64_t n;
+    double *o = mb_op_new_fvalues(c, 0, nvals);
+    for (int32_t i = 0; o && i < c->n_in; i++) {
       const double *v = mb_op_fvalues(c, i, &n);
-      if (!v) { free(o); return oom(c); }
+      if (!v) return oom(c);
       memcpy(o + at, v, (size_t)n * sizeof *o);
       at += n;
     }
-    rc = mb_op_set_fvalues(c, 0, o, nvals);
-    free(o);
-    return rc;
+    return c->d->status;
   }
-  int64_t *o = malloc((size_t)(nvals ? nvals : 1) * sizeof *o);
-  if (!o) return oom(c);
-  int64_t at = 0;
-  for (int32_t i = 0; i < c->n_in; i++) {
-    int64_t n;
-    const int64_t *v = mb_op_ivalues(c, i, &n);
+  int64_t *o = mb_op_new_ivalues(c, 0, nvals);
+  for (int32_t i = 0; o && i < c->n_in; i++) {
+    const int64_t *v = mb_op_ivalues(c, i, &n); /* every input has integer values here */
     memcpy(o + at, v, (size_t)n * sizeof *o);
     at += n;
   }
-  rc = mb_op_set_ivalues(c, 0, o, nvals);
-  free(o);
-  return rc;
+  return c->d->status;
 }
 
 static int gather(mb_op_ctx *c) {
@@ -274,19 +265,14 @@ static int gather(mb_op_ctx *c) {
   int64_t nx, ni;
   const int64_t *vx = mb_op_ivalues(c, 0, &nx), *vi = mb_op_ivalues(c, 1, &ni);
   if (!vx || !vi || x->rank != 1) return MB_OK;
-  int64_t *o = malloc((size_t)(ni ? ni : 1) * sizeof *o);
-  if (!o) return oom(c);
-  for (int64_t k = 0; k < ni; k++) {
+  int64_t *o = mb_op_new_ivalues(c, 0, ni);
+  for (int64_t k = 0; o && k < ni; k++) {
     int64_t j = vi[k] < 0 ? vi[k] + nx : vi[k];
-    if (j < 0 || j >= nx) {
-      free(o);
+    if (j < 0 || j >= nx)
       return mb_op_fail(c, "index %lld is out of range for %lld elements", (long long)vi[k], (long long)nx);
-    }
     o[k] = vx[j];
   }
-  rc = mb_op_set_ivalues(c, 0, o, ni);
-  free(o);
-  return rc;
+  return c->d->status;
 }
 
 static int64_t clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -334,12 +320,9 @@ static int slice(mb_op_ctx *c) {
   int64_t nx;
   const int64_t *vx = mb_op_ivalues(c, 0, &nx);
   if (!vx || x->rank != 1) return MB_OK;
-  int64_t *o = malloc((size_t)(dims[0] ? dims[0] : 1) * sizeof *o);
-  if (!o) return oom(c);
-  for (int64_t k = 0; k < dims[0]; k++) o[k] = vx[first[0] + k * step[0]];
-  rc = mb_op_set_ivalues(c, 0, o, dims[0]);
-  free(o);
-  return rc;
+  int64_t *o = mb_op_new_ivalues(c, 0, dims[0]);
+  for (int64_t k = 0; o && k < dims[0]; k++) o[k] = vx[first[0] + k * step[0]];
+  return c->d->status;
 }
 
 static int expand(mb_op_ctx *c) {
@@ -368,12 +351,9 @@ static int constant_of_shape(mb_op_ctx *c) {
   if (rc || !a || !a->t || !a->t->values || a->t->values->is_float) return rc;
   uint64_t total = mb_tinfo_numel(c->out[0]);
   if (total > MB_SMALL_VALUE_MAX) return MB_OK;
-  int64_t *o = malloc((size_t)(total ? total : 1) * sizeof *o);
-  if (!o) return oom(c);
-  for (uint64_t k = 0; k < total; k++) o[k] = a->t->values->i[0];
-  rc = mb_op_set_ivalues(c, 0, o, (int64_t)total);
-  free(o);
-  return rc;
+  int64_t *o = mb_op_new_ivalues(c, 0, (int64_t)total);
+  for (uint64_t k = 0; o && k < total; k++) o[k] = a->t->values->i[0];
+  return c->d->status;
 }
 
 static int range(mb_op_ctx *c) {
@@ -391,12 +371,9 @@ static int range(mb_op_ctx *c) {
     if (n > (int64_t)(MB_MAX_TENSOR_BYTES / 8)) return mb_op_fail(c, "the range is absurdly long");
     int rc = mb_op_set(c, 0, c->in[0]->dtype, 1, &n);
     if (rc || n > MB_SMALL_VALUE_MAX) return rc;
-    int64_t *o = malloc((size_t)(n ? n : 1) * sizeof *o);
-    if (!o) return oom(c);
-    for (int64_t k = 0; k < n; k++) o[k] = s[0] + k * d[0];
-    rc = mb_op_set_ivalues(c, 0, o, n);
-    free(o);
-    return rc;
+    int64_t *o = mb_op_new_ivalues(c, 0, n);
+    for (int64_t k = 0; o && k < n; k++) o[k] = s[0] + k * d[0];
+    return c->d->status;
   }
   /* floating range: ceil((limit - start) / delta) elements */
   const double *fs = mb_op_fvalues(c, 0, &n0), *fl = mb_op_fvalues(c, 1, &n1), *fd = mb_op_fvalues(c, 2, &n2);
