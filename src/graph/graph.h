@@ -14,7 +14,9 @@
 #define MB_MAX_RANK 64
 #define MB_MAX_GRAPH_DEPTH 32           /* If/Loop/Scan nesting */
 #define MB_MAX_TENSOR_BYTES (1ull << 50) /* 1 PiB: anything larger is an absurd declaration */
-#define MB_SMALL_VALUE_MAX 4096          /* numeric tensors up to this many elements keep values */
+/* Numeric tensors up to this many elements carry their values for shape inference; stored
+ * tensors only when their payload survived the wire pass (MB_WIRE_KEEP_PAYLOAD bytes). */
+#define MB_SMALL_VALUE_MAX 4096
 
 /* A declared type: dtype and shape with named (symbolic) dims. */
 typedef struct mb_type {
