@@ -74,7 +74,9 @@ static int loop_op(mb_op_ctx *c) {
   static const int64_t no_dims[1] = {0};
   int64_t iter_value = 0, cond_value = 1;
   mb_small_values iter_v = {1, false, &iter_value, NULL}, cond_v = {1, false, &cond_value, NULL};
-  bool unroll = trips >= 0 && trips <= MAX_UNROLLED;
+  /* Unrolled nested Loops multiply: 1024 x 1024 x 1024 passes from a 317-byte model. */
+  bool unroll = trips >= 0 && trips <= MAX_UNROLLED && trips <= *c->unroll_budget;
+  if (unroll) *c->unroll_budget -= trips;
   mb_tinfo iter = {MB_DTYPE_INT64, 0, (int64_t *)no_dims, unroll ? &iter_v : NULL};
   mb_tinfo cond = {MB_DTYPE_BOOL, 0, (int64_t *)no_dims, unroll ? &cond_v : NULL};
   const mb_tinfo **in = mb_arena_array(c->arena, (size_t)body->n_inputs + 1, sizeof *in);

@@ -56,6 +56,7 @@ int mb_op_conv_shape(mb_op_ctx *c, const mb_tinfo *x, const mb_tinfo *w, int32_t
                       (long long)x->dims[1], (long long)w->dims[1], (long long)group);
   const int64_t *ks;
   uint64_t nk = mb_op_attr_ints(c, "kernel_shape", &ks);
+  if (nk && nk != (uint64_t)nsp) return mb_op_fail(c, "kernel_shape does not match %d spatial axes", (int)nsp);
   int64_t dims[MB_MAX_RANK];
   dims[0] = x->dims[0];
   dims[1] = w->dims[0];
@@ -68,6 +69,10 @@ static int conv(mb_op_ctx *c) {
   int rc;
   if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &w))) return rc;
   return mb_op_conv_shape(c, x, w, x->dtype);
+}
+
+static bool pads_bad(const int64_t *pads, int32_t i, int32_t nsp) { /* -pads must not overflow */
+  return pads && (pads[i] == INT64_MIN || pads[i + nsp] == INT64_MIN);
 }
 
 static int conv_transpose(mb_op_ctx *c) {
@@ -88,8 +93,13 @@ static int conv_transpose(mb_op_ctx *c) {
   uint64_t nk = mb_op_attr_ints(c, "kernel_shape", &ks);
   const mb_attr *ap = mb_op_attr(c, "auto_pad");
   bool same = ap && ap->s && !strncmp(ap->s, "SAME", 4);
+  uint64_t u = (uint64_t)nsp;
+  if ((ns && ns != u) || (nd && nd != u) || (np && np != 2 * u) || (nop && nop != u) || (nk && nk != u))
+    return mb_op_fail(c, "strides/dilations/pads/output_padding/kernel_shape do not match %d spatial axes", (int)nsp);
   for (int32_t i = 0; i < nsp; i++) {
     int64_t s = ns ? strides[i] : 1, d = nd ? dil[i] : 1, k = nk ? ks[i] : w->dims[2 + i];
+    if (k < 1 || pads_bad(np ? pads : NULL, i, nsp))
+      return mb_op_fail(c, "kernel or pads out of range on spatial axis %d", (int)i);
     int64_t v = 0, t;
     bool ok = true;
     if (nos) {
@@ -99,7 +109,7 @@ static int conv_transpose(mb_op_ctx *c) {
       ok = mb_mul_i64(x->dims[2 + i], s, &v);
     } else {
       ok = mb_mul_i64(s, x->dims[2 + i] - 1, &v) && mb_add_i64(v, nop ? opad[i] : 0, &v) &&
-           mb_mul_i64(k - 1, d, &t) && mb_add_i64(v, t + 1, &v) &&
+           mb_mul_i64(k - 1, d, &t) && mb_add_i64(v, t, &v) && mb_add_i64(v, 1, &v) &&
            (!np || (mb_add_i64(v, -pads[i], &v) && mb_add_i64(v, -pads[i + nsp], &v)));
     }
     if (!ok || v < 0) return mb_op_fail(c, "output size on spatial axis %d is invalid", (int)i);

@@ -35,6 +35,7 @@ struct mb_op_ctx {
   int (*infer_subgraph)(struct mb_op_ctx *c, const mb_graph *g, const mb_tinfo *const *inputs,
                         int32_t n, mb_tinfo **outputs);
   void *infer_state;
+  int64_t *unroll_budget; /* Loop body passes left to unroll in this whole inference */
 };
 
 typedef int (*mb_shape_fn)(mb_op_ctx *c);

@@ -16,6 +16,7 @@ struct mb_shapes {
   const mb_model *model;
   mb_tinfo *t;           /* per value of the main graph */
   int32_t n;
+  int64_t unroll_budget; /* nested Loops multiply their trip counts: bound the total */
 };
 
 static int64_t bound_dim(const mb_setup *s, const char *name, bool *found) {
@@ -193,7 +194,7 @@ static int infer_nodes(frame *f) {
     }
     mb_op_ctx c = {&f->sh->arena, d, n, g, opset, n->n_inputs, n->n_outputs,
                    (const mb_tinfo *const *)in, (mb_tinfo *const *)out, f->s,
-                   infer_subgraph, f};
+                   infer_subgraph, f, &f->sh->unroll_budget};
     rc = def->shape(&c);
   }
   free(in);
@@ -213,6 +214,7 @@ MB_API int mb_infer_shapes(const mb_model *m, const mb_setup *s, mb_shapes **out
   } else {
     const mb_graph *g = m->graph;
     sh->model = m;
+    sh->unroll_budget = 4096; /* body passes; a Loop past it gets one symbolic pass */
     sh->n = g->n_values;
     sh->t = mb_arena_array(&sh->arena, (size_t)g->n_values + 1, sizeof *sh->t);
     if (!sh->t) {

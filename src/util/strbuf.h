@@ -24,6 +24,9 @@ void mb_sb_putc(mb_strbuf *sb, char c);
 __attribute__((format(printf, 2, 3)))
 #endif
 void mb_sb_printf(mb_strbuf *sb, const char *fmt, ...);
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 0)))
+#endif
 void mb_sb_vprintf(mb_strbuf *sb, const char *fmt, va_list ap);
 /* Take ownership of the NUL-terminated contents (caller frees with free()). */
 char *mb_sb_detach(mb_strbuf *sb);

@@ -224,7 +224,32 @@ static void test_attention(void) {
   mb_model_free(model);
 }
 
+static void test_conv_transpose_attribute_lengths(void) {
+  /* one stride for two spatial axes: refused, not read past the list (fuzzing found the read) */
+  pb g = {0}, n = {0}, a = {0};
+  int64_t xd[] = {1, 2, 5, 5}, wd[] = {2, 3, 3, 3};
+  pb_value_info(&g, GRAPH_INPUT, "x", 1, xd, 4);
+  pb_value_info(&g, GRAPH_INPUT, "w", 1, wd, 4);
+  pb_str(&n, NODE_INPUT, "x");
+  pb_str(&n, NODE_INPUT, "w");
+  pb_str(&n, NODE_OUTPUT, "y");
+  pb_str(&n, NODE_NAME, "up");
+  pb_str(&n, NODE_OP, "ConvTranspose");
+  pb_str(&a, ATTR_NAME, "strides");
+  pb_int(&a, 8, 2); /* AttributeProto.ints, one entry */
+  pb_int(&a, ATTR_TYPE, 7);
+  pb_msg(&n, NODE_ATTR, &a);
+  pb_msg(&g, GRAPH_NODE, &n);
+  pb_value_info(&g, GRAPH_OUTPUT, "y", 1, xd, 4);
+  mb_model *m;
+  mb_shapes *sh = infer(&g, NULL, 0, &m);
+  CHECK_CONTAINS(mb_shapes_errmsg(sh), "node 'up' (ConvTranspose): strides/dilations/pads/output_padding/kernel_shape do not match 2 spatial axes");
+  mb_shapes_free(sh);
+  mb_model_free(m);
+}
+
 int main(void) {
+  test_conv_transpose_attribute_lengths();
   test_attention();
   test_data_dependent_bound();
   test_unsupported_op();
