@@ -1,6 +1,8 @@
 #!/bin/sh
-# Seed corpus for the loader fuzzer: the model zoo, the edge-case models and the saved
-# regressions, copied into a directory outside the repository (libFuzzer writes into it).
+# Seed corpus for the loader fuzzer: the model zoo, the edge-case models, the saved
+# regressions and, when Debian's libonnx-testdata is installed, ONNX's backend test models
+# (one per operator, so every shape-rule family gets fuzzed), copied into a directory outside
+# the repository (libFuzzer writes into it).
 #   tests/fuzz/make_corpus.sh [DIR]        (default /tmp/mb-corpus)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,4 +21,14 @@ for f in "$root"/models/*.onnx "$root"/models/edge/*.onnx "$here"/regressions/*;
   cp "$f" "$dir/$name"
   n=$((n + 1))
 done
+testdata=/usr/share/libonnx-testdata/data
+if [ -d "$testdata" ]; then
+  for f in "$testdata"/*/*/model.onnx; do
+    [ -f "$f" ] || continue
+    t=$(basename "$(dirname "$f")")
+    s=$(basename "$(dirname "$(dirname "$f")")")
+    cp "$f" "$dir/onnx-$s-$t.onnx"
+    n=$((n + 1))
+  done
+fi
 echo "make_corpus.sh: $n seeds in $dir"
