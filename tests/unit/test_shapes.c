@@ -124,7 +124,7 @@ static void test_unsupported_op(void) {
   mb_model_free(m);
 }
 
-static void test_resize_and_reduce(void) {
+static void test_resize_and_argmax(void) {
   /* Resize by float scales [1, 1, 2, 3], then ArgMax over axis 0 keeping dims */
   int64_t xd[] = {-1, 4, 5, 6};
   float sc[] = {1, 1, 2, 3};
@@ -253,7 +253,7 @@ int main(void) {
   test_attention();
   test_data_dependent_bound();
   test_unsupported_op();
-  test_resize_and_reduce();
+  test_resize_and_argmax();
   test_reshape_chain();
   test_broadcast_and_matmul_errors();
   test_reshape_mismatch();
