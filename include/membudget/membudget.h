@@ -77,7 +77,9 @@ MB_API void mb_free(void *ptr);
 typedef enum mb_struct_id {
   MB_STRUCT_TENSOR_DESC = 1,
   MB_STRUCT_INITIALIZER_DESC = 2,
-  MB_STRUCT_ACCOUNTING = 3
+  MB_STRUCT_ACCOUNTING = 3,
+  MB_STRUCT_BUDGET = 4,
+  MB_STRUCT_EVENT = 5
 } mb_struct_id;
 MB_API size_t mb_struct_size(int which);
 
@@ -287,6 +289,128 @@ MB_API int mb_shapes_tensor(const mb_shapes *shapes, size_t i, mb_shape_desc *ou
 /* The operator table: entry i's domain ("" = ai.onnx), op type and first opset version. */
 MB_API size_t mb_ops_num(void);
 MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *since_version);
+
+/* ================================================================ estimate
+ * One training step simulated at a batch size as PyTorch runs it: forward (outputs allocated,
+ * tensors kept for backward), loss, backward (activation grads, parameter grads), optimizer
+ * step. The budget reports its peaks and parts; without a batch size in the setup the largest
+ * batch size that fits the device is found by bisection. docs/estimate.md has the model. */
+
+/* Training-setup options by name; the CLI's flags and the Python keywords map onto these.
+ *   optimizer         sgd | sgd-momentum | adam | adamw | adam-amsgrad | adamw-amsgrad |
+ *                     adamw-8bit | adafactor | lion | rmsprop | adagrad        (default adamw)
+ *   precision         fp32 | amp-fp16 | amp-bf16 | fp16 | bf16                 (default fp32)
+ *   master_weights    0 | 1: fp32 master weights for fp16/bf16 training        (default 0)
+ *   attention         fused | eager                                            (default fused)
+ *   loss              auto | ce | mse | none                                   (default auto)
+ *   ema               0 | 1: an exponential-moving-average copy of the model   (default 0)
+ *   teacher_offload   0 | 1: teacher weights on the CPU, one layer resident    (default 0)
+ *   checkpoint        GLOB on module paths of node names; adds one, repeatable
+ *   grad_accumulation micro-batches per optimizer step                         (default 1)
+ *   gpu               a name from mb_gpu_* (sets device_memory and the cuBLAS workspace)
+ *   device_memory     bytes, with an optional unit: 80GiB, 24GB, 16000MiB
+ *   utilization       target fraction of device memory, 0 < u <= 1             (default 0.9)
+ *   batch_min, batch_max   bounds of the batch-size search                     (default 1, 65536)
+ *   batch_multiple    round the solved batch size down to a multiple           (default 1)
+ *   context           CUDA context and kernel images                           (default 500MiB)
+ *   fragmentation     allocator allowance, a fraction of the reserved peak     (default 0.1)
+ *   cublas_workspace  bytes per cuBLAS workspace (default from the GPU; 32MiB if unknown)
+ *   rounding          allocator block size (default 512; 1 counts exact tensor bytes)
+ * Unknown keys and bad values fail with MB_E_INVALID_ARG and a message naming them. */
+MB_API int mb_setup_set(mb_setup *setup, const char *key, const char *value);
+/* A frozen teacher model run forward without grad each step (distillation), or NULL. The
+ * caller keeps it alive while the setup uses it. */
+MB_API int mb_setup_set_teacher(mb_setup *setup, const mb_model *teacher);
+
+/* The GPU table: name ("h100-80gb"), description and memory in bytes. */
+MB_API size_t mb_gpu_num(void);
+MB_API int mb_gpu_get(size_t i, const char **name, const char **description, uint64_t *memory);
+
+typedef enum mb_phase {
+  MB_PHASE_SETUP = 0,   /* state that exists before the step: weights, optimizer states */
+  MB_PHASE_TEACHER = 1, /* the teacher's forward, without grad */
+  MB_PHASE_FORWARD = 2,
+  MB_PHASE_LOSS = 3,
+  MB_PHASE_BACKWARD = 4,
+  MB_PHASE_OPTIMIZER = 5,
+  MB_PHASE_COUNT = 6
+} mb_phase;
+MB_API const char *mb_phase_name(int phase);
+
+typedef enum mb_category {
+  MB_CAT_PARAMETER = 0, MB_CAT_EMBEDDING = 1, MB_CAT_BUFFER = 2, MB_CAT_GRADIENT = 3,
+  MB_CAT_OPTIMIZER = 4, MB_CAT_MASTER = 5, MB_CAT_EMA = 6, MB_CAT_TEACHER = 7,
+  MB_CAT_INPUT = 8,       /* the batch and its targets */
+  MB_CAT_ACTIVATION = 9,  /* forward outputs, kept for backward or not yet consumed */
+  MB_CAT_ACT_GRAD = 10,   /* gradients of activations during backward */
+  MB_CAT_TEMPORARY = 11,  /* autocast copies, backward and optimizer temporaries */
+  MB_CAT_WORKSPACE = 12,  /* cuBLAS workspaces */
+  MB_CAT_COUNT = 13
+} mb_category;
+MB_API const char *mb_category_name(int category);
+
+typedef enum mb_mode { MB_MODE_STATIC = 0, MB_MODE_MEASURED = 1 } mb_mode;
+
+/* Bytes are device bytes: every tensor rounded up to the allocator's block size. */
+typedef struct mb_budget {
+  uint32_t struct_size;          /* set to sizeof(mb_budget) by the caller */
+  int32_t mode;                  /* mb_mode */
+  int64_t batch_size;            /* solved, or the one asked for (the micro-batch) */
+  int64_t grad_accumulation;     /* effective batch = batch_size x grad_accumulation */
+  int32_t fits;                  /* 1 when device_peak <= usable_memory */
+  int32_t solved;                /* 1 when batch_size came from the search */
+  int32_t peak_phase;            /* mb_phase of the allocated peak */
+  int32_t reserved_;
+  /* persistent parts */
+  uint64_t params_trainable, params_frozen, embeddings, buffers;
+  uint64_t gradients, optimizer_states, master_weights, ema, teacher_weights;
+  uint64_t workspace;            /* cuBLAS workspaces (allocated through PyTorch) */
+  uint64_t static_bytes;         /* the sum of the persistent parts above */
+  /* batch-dependent parts */
+  uint64_t inputs;               /* the batch and its targets on the device */
+  uint64_t activations;          /* kept for backward at the end of forward */
+  uint64_t teacher_activations;  /* the teacher forward's transient peak */
+  uint64_t dynamic_peak;         /* allocated_peak - static_bytes */
+  uint64_t dynamic_fixed, dynamic_per_sample; /* dynamic_peak ~ fixed + per_sample x batch */
+  /* peaks: live bytes through the step (steady state: optimizer states exist) */
+  uint64_t forward_peak, backward_peak, optimizer_peak;
+  uint64_t first_step_peak;      /* the first step, before optimizer states exist */
+  uint64_t allocated_peak;       /* torch.cuda.max_memory_allocated() */
+  uint64_t fragmentation;        /* reserved_peak - allocated_peak */
+  uint64_t reserved_peak;        /* torch.cuda.max_memory_reserved() */
+  uint64_t context;              /* CUDA context, outside PyTorch's allocator */
+  uint64_t device_peak;          /* what nvidia-smi shows: reserved + context */
+  uint64_t device_memory;
+  uint64_t usable_memory;        /* utilization x device_memory */
+  int64_t available;             /* usable_memory - device_peak (negative: short by) */
+  uint64_t at_peak[MB_CAT_COUNT];/* live bytes per mb_category at the allocated peak */
+} mb_budget;
+
+/* On failure the message is in mb_setup_errmsg(setup). */
+MB_API int mb_estimate(const mb_model *model, mb_setup *setup, mb_budget *out);
+/* The one-line summary: MemoryBudget(total=... static=... [params=... ...] ... mode=static).
+ * Writes at most size bytes (NUL-terminated); returns the length it needed. */
+MB_API size_t mb_budget_summary(const mb_budget *budget, char *buf, size_t size);
+/* The budget (and, with trace != 0, every event of the step) as JSON; the caller frees the
+ * string with mb_free(). Runs mb_estimate itself. */
+MB_API int mb_estimate_json(const mb_model *model, mb_setup *setup, int trace, char **out_json);
+
+/* The allocation trace of one step at one batch size. */
+typedef struct mb_trace mb_trace;
+MB_API int mb_trace_create(const mb_model *model, mb_setup *setup, int64_t batch, mb_trace **out);
+MB_API void mb_trace_free(mb_trace *trace);
+MB_API size_t mb_trace_num_events(const mb_trace *trace);
+typedef struct mb_event {
+  uint32_t struct_size;  /* set to sizeof(mb_event) by the caller */
+  int32_t alloc;         /* 1: allocated, 0: freed */
+  int32_t phase;         /* mb_phase */
+  int32_t category;      /* mb_category */
+  uint64_t bytes;        /* device bytes of this tensor */
+  uint64_t live;         /* allocated bytes after the event */
+  const char *tensor;    /* ONNX tensor name, or a description ("grad of x", "log_softmax") */
+  const char *node;      /* ONNX node name, or NULL */
+} mb_event;
+MB_API int mb_trace_event(const mb_trace *trace, size_t i, mb_event *out);
 
 #ifdef __cplusplus
 }

@@ -36,6 +36,8 @@ MB_API size_t mb_struct_size(int which) {
     case MB_STRUCT_TENSOR_DESC: return sizeof(mb_tensor_desc);
     case MB_STRUCT_INITIALIZER_DESC: return sizeof(mb_initializer_desc);
     case MB_STRUCT_ACCOUNTING: return sizeof(mb_accounting);
+    case MB_STRUCT_BUDGET: return sizeof(mb_budget);
+    case MB_STRUCT_EVENT: return sizeof(mb_event);
     default: return 0;
   }
 }

@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget/gpus.h"
+#include "sim/optim.h"
+#include "util/format.h"
 #include "util/glob.h"
 
 MB_API int mb_setup_create(mb_setup **out) {
@@ -12,6 +15,18 @@ MB_API int mb_setup_create(mb_setup **out) {
   if (!*out) return MB_E_NOMEM;
   mb_arena_init(&(*out)->arena);
   (*out)->batch = -1;
+  mb_train *t = &(*out)->train;
+  t->optimizer = MB_OPT_ADAMW;
+  t->precision = MB_PREC_FP32;
+  t->loss = MB_LOSS_AUTO;
+  t->grad_accumulation = 1;
+  t->batch_min = 1;
+  t->batch_max = 65536;
+  t->batch_multiple = 1;
+  t->utilization = 0.9;
+  t->fragmentation = 0.1;
+  t->context = 500u * 1048576u;
+  t->rounding = 512;
   return MB_OK;
 }
 
@@ -27,6 +42,7 @@ MB_API void mb_setup_free(mb_setup *s) {
   free_list(s->dim_names, s->n_dims);
   free(s->dim_values);
   free(s->batch_dim);
+  free_list(s->train.checkpoint, s->train.n_checkpoint);
   free(s->bound);
   free(s->is_bound);
   mb_arena_destroy(&s->arena);
@@ -112,6 +128,143 @@ MB_API int mb_setup_set_batch_dim(mb_setup *s, const char *name) {
   if (!copy) return MB_E_NOMEM;
   strcpy(copy, name);
   free(s->batch_dim);
+  free_list(s->train.checkpoint, s->train.n_checkpoint);
   s->batch_dim = copy;
+  return MB_OK;
+}
+
+/* ---- training options by name (mb_setup_set) ---- */
+
+static int bad(mb_setup *s, const char *key, const char *value, const char *want) {
+  snprintf(s->errmsg, sizeof s->errmsg, "%s: '%s' is not %s", key, value, want);
+  return MB_E_INVALID_ARG;
+}
+
+static int pick(mb_setup *s, const char *key, const char *value, const char *const *names, int *out) {
+  char want[256] = "one of";
+  for (int i = 0; names[i]; i++) {
+    if (!strcmp(value, names[i])) {
+      *out = i;
+      return MB_OK;
+    }
+    snprintf(want + strlen(want), sizeof want - strlen(want), "%s %s", i ? "," : "", names[i]);
+  }
+  return bad(s, key, value, want);
+}
+
+static int parse_bool(mb_setup *s, const char *key, const char *value, bool *out) {
+  if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "on")) *out = true;
+  else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "off")) *out = false;
+  else return bad(s, key, value, "0 or 1");
+  return MB_OK;
+}
+
+static int parse_int(mb_setup *s, const char *key, const char *value, int64_t lo, int64_t hi, int64_t *out) {
+  char *end = NULL;
+  long long v = strtoll(value, &end, 10);
+  if (!*value || *end || v < lo || v > hi) {
+    char want[96];
+    snprintf(want, sizeof want, "an integer in [%lld, %lld]", (long long)lo, (long long)hi);
+    return bad(s, key, value, want);
+  }
+  *out = v;
+  return MB_OK;
+}
+
+static int parse_fraction(mb_setup *s, const char *key, const char *value, double lo, double hi, double *out) {
+  char *end = NULL;
+  double v = strtod(value, &end);
+  if (!*value || *end || !(v > lo && v <= hi)) return bad(s, key, value, "a fraction in range");
+  *out = v;
+  return MB_OK;
+}
+
+static int parse_size(mb_setup *s, const char *key, const char *value, uint64_t *out) {
+  if (mb_parse_bytes(value, out) != 0) return bad(s, key, value, "a size such as 80GiB, 24GB or 1024");
+  return MB_OK;
+}
+
+static const char *const precisions[] = {"fp32", "amp-fp16", "amp-bf16", "fp16", "bf16", NULL};
+static const char *const losses[] = {"auto", "ce", "mse", "none", NULL};
+static const char *const attentions[] = {"fused", "eager", NULL};
+
+MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
+  if (!s) return MB_E_INVALID_ARG;
+  if (!key || !value) {
+    snprintf(s->errmsg, sizeof s->errmsg, "mb_setup_set: key and value are required");
+    return MB_E_INVALID_ARG;
+  }
+  mb_train *t = &s->train;
+  int rc = MB_OK, choice = 0;
+  int64_t n = 0;
+  s->errmsg[0] = '\0';
+  if (!strcmp(key, "optimizer")) {
+    int id = mb_optim_find(value);
+    if (id < 0) {
+      char want[256];
+      snprintf(want, sizeof want, "one of %s", mb_optim_names());
+      return bad(s, key, value, want);
+    }
+    t->optimizer = id;
+  } else if (!strcmp(key, "precision")) {
+    if ((rc = pick(s, key, value, precisions, &choice)) == MB_OK) t->precision = choice;
+  } else if (!strcmp(key, "loss")) {
+    if ((rc = pick(s, key, value, losses, &choice)) == MB_OK) t->loss = choice;
+  } else if (!strcmp(key, "attention")) {
+    if ((rc = pick(s, key, value, attentions, &choice)) == MB_OK) t->eager_attention = choice == 1;
+  } else if (!strcmp(key, "master_weights")) {
+    rc = parse_bool(s, key, value, &t->master_weights);
+  } else if (!strcmp(key, "ema")) {
+    rc = parse_bool(s, key, value, &t->ema);
+  } else if (!strcmp(key, "teacher_offload")) {
+    rc = parse_bool(s, key, value, &t->teacher_offload);
+  } else if (!strcmp(key, "checkpoint")) {
+    rc = add_pattern(s, &t->checkpoint, &t->n_checkpoint, value);
+  } else if (!strcmp(key, "grad_accumulation")) {
+    if ((rc = parse_int(s, key, value, 1, 1 << 20, &n)) == MB_OK) t->grad_accumulation = n;
+  } else if (!strcmp(key, "batch_min")) {
+    if ((rc = parse_int(s, key, value, 1, INT64_C(1) << 40, &n)) == MB_OK) t->batch_min = n;
+  } else if (!strcmp(key, "batch_max")) {
+    if ((rc = parse_int(s, key, value, 1, INT64_C(1) << 40, &n)) == MB_OK) t->batch_max = n;
+  } else if (!strcmp(key, "batch_multiple")) {
+    if ((rc = parse_int(s, key, value, 1, 1 << 20, &n)) == MB_OK) t->batch_multiple = n;
+  } else if (!strcmp(key, "gpu")) {
+    const mb_gpu *gpu = mb_gpu_find(value);
+    if (!gpu) {
+      char want[640] = "a known GPU:";
+      for (size_t i = 0; i < mb_gpu_num(); i++) {
+        const char *name;
+        mb_gpu_get(i, &name, NULL, NULL);
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s %s", i ? "," : "", name);
+      }
+      return bad(s, key, value, want);
+    }
+    t->gpu = gpu->name;
+    t->device_memory = gpu->memory;
+  } else if (!strcmp(key, "device_memory")) {
+    rc = parse_size(s, key, value, &t->device_memory);
+    if (rc == MB_OK && t->device_memory == 0) return bad(s, key, value, "a size above 0");
+  } else if (!strcmp(key, "context")) {
+    rc = parse_size(s, key, value, &t->context);
+  } else if (!strcmp(key, "cublas_workspace")) {
+    rc = parse_size(s, key, value, &t->cublas_workspace);
+  } else if (!strcmp(key, "rounding")) {
+    if ((rc = parse_int(s, key, value, 1, 1 << 24, &n)) == MB_OK) t->rounding = (uint64_t)n;
+  } else if (!strcmp(key, "utilization")) {
+    rc = parse_fraction(s, key, value, 0.0, 1.0, &t->utilization);
+  } else if (!strcmp(key, "fragmentation")) {
+    double f = 0;
+    if (!strcmp(value, "0")) t->fragmentation = 0;
+    else if ((rc = parse_fraction(s, key, value, 0.0, 0.9, &f)) == MB_OK) t->fragmentation = f;
+  } else {
+    snprintf(s->errmsg, sizeof s->errmsg, "unknown setup option '%s'", key);
+    return MB_E_INVALID_ARG;
+  }
+  return rc;
+}
+
+MB_API int mb_setup_set_teacher(mb_setup *s, const mb_model *teacher) {
+  if (!s) return MB_E_INVALID_ARG;
+  s->train.teacher = teacher;
   return MB_OK;
 }

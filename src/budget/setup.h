@@ -6,6 +6,27 @@
 #include "membudget/membudget.h"
 #include "util/arena.h"
 
+enum mb_precision { MB_PREC_FP32, MB_PREC_AMP_FP16, MB_PREC_AMP_BF16, MB_PREC_FP16, MB_PREC_BF16 };
+enum mb_loss { MB_LOSS_AUTO, MB_LOSS_CE, MB_LOSS_MSE, MB_LOSS_NONE };
+
+/* How the model is trained (mb_setup_set keys; defaults in setup.c). */
+typedef struct mb_train {
+  int optimizer;            /* enum mb_optimizer (sim/optim.h) */
+  int precision;            /* enum mb_precision */
+  int loss;                 /* enum mb_loss */
+  bool master_weights, ema, teacher_offload, eager_attention;
+  char **checkpoint;        /* globs on module paths */
+  size_t n_checkpoint;
+  int64_t grad_accumulation, batch_min, batch_max, batch_multiple;
+  uint64_t device_memory;   /* 0: not given */
+  double utilization, fragmentation;
+  uint64_t context;
+  uint64_t cublas_workspace; /* 0: from the GPU, else the default */
+  uint64_t rounding;
+  const char *gpu;          /* table name, or NULL */
+  const mb_model *teacher;
+} mb_train;
+
 struct mb_setup {
   char **freeze;
   char **trainable;
@@ -19,6 +40,7 @@ struct mb_setup {
   mb_const_tensor *bound;  /* bound[k]: graph input k (rank 0 with dtype 0 = not bound) */
   bool *is_bound;
   size_t n_bound;
+  mb_train train;
   char errmsg[1536];
 };
 

@@ -9,6 +9,8 @@ enum { MB_EXIT_OK = 0, MB_EXIT_INPUT = 1, MB_EXIT_USAGE = 2, MB_EXIT_NO_FIT = 3 
 int mb_cmd_info(int argc, char **argv);
 int mb_cmd_shapes(int argc, char **argv);
 int mb_cmd_ops(int argc, char **argv);
+int mb_cmd_estimate(int argc, char **argv);
+int mb_cmd_gpus(int argc, char **argv);
 #include "membudget/membudget.h"
 /* --dim NAME=VALUE into setup; returns an exit code. */
 int mb_cli_parse_dim(mb_setup *setup, const char *arg);

@@ -24,6 +24,24 @@ static const char USAGE[] =
   "      --batch-dim names it; with fully static inputs, axis 0 (and a note says so).\n"
   "      A data-dependent size (NonZero, Unique, a Loop's trip count, ...) is bounded\n"
   "      with --dim TENSOR=N, named after the node's first output (the error says which).\n"
+  "  estimate MODEL.onnx [--gpu NAME | --device-memory SIZE] [--batch N]\n"
+  "           [--optimizer NAME] [--precision fp32|amp-fp16|amp-bf16|fp16|bf16]\n"
+  "           [--attention fused|eager] [--loss auto|ce|mse|none] [--ema]\n"
+  "           [--freeze GLOB]... [--trainable GLOB]... [--checkpoint GLOB]...\n"
+  "           [--teacher T.onnx [--teacher-offload]] [--dim NAME=VALUE]...\n"
+  "           [--utilization 0.9] [--batch-min N] [--batch-max N] [--multiple-of N]\n"
+  "           [--grad-accumulation N] [--master-weights] [--context SIZE]\n"
+  "           [--fragmentation F] [--cublas-workspace SIZE] [--rounding N]\n"
+  "           [--json [--trace]]\n"
+  "      simulates one training step (forward, loss, backward, optimizer step) and\n"
+  "      prints where the memory goes. Without --batch it solves for the largest batch\n"
+  "      size whose device peak fits utilization x device memory (exit 3 if even the\n"
+  "      minimum does not fit); with --batch it reports that batch (exit 3 if it does\n"
+  "      not fit). Optimizers: sgd, sgd-momentum, adam, adamw, adam-amsgrad,\n"
+  "      adamw-amsgrad, adamw-8bit, adafactor, lion, rmsprop, adagrad. --checkpoint\n"
+  "      globs match module paths of node names (e.g. '/layers.*'). SIZE: 80GiB, 24GB.\n"
+  "  gpus\n"
+  "      the built-in GPU table for --gpu.\n"
   "  ops\n"
   "      the supported op types with the opset version each entry starts at.\n"
   "\n"
@@ -67,5 +85,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "info")) return mb_cmd_info(argc - 1, argv + 1);
   if (!strcmp(cmd, "shapes")) return mb_cmd_shapes(argc - 1, argv + 1);
   if (!strcmp(cmd, "ops")) return mb_cmd_ops(argc - 1, argv + 1);
+  if (!strcmp(cmd, "estimate")) return mb_cmd_estimate(argc - 1, argv + 1);
+  if (!strcmp(cmd, "gpus")) return mb_cmd_gpus(argc - 1, argv + 1);
   return mb_cli_usage_error("unknown command '%s'", cmd);
 }

@@ -177,8 +177,8 @@ static int scan_op(mb_op_ctx *c) {
 }
 
 const mb_op_def mb_ops_control[] = {
-  {"", "If", 1, 1, if_op},
-  {"", "Loop", 1, 0, loop_op},
-  {"", "Scan", 9, 1, scan_op},
+  {"", "If", 1, 1, if_op, MB_G_DEFAULT},
+  {"", "Loop", 1, 0, loop_op, MB_G_DEFAULT},
+  {"", "Scan", 9, 1, scan_op, MB_G_DEFAULT},
 };
 const size_t mb_ops_control_count = sizeof mb_ops_control / sizeof mb_ops_control[0];

@@ -223,32 +223,32 @@ static int dropout_op(mb_op_ctx *c) {
   return mb_op_set(c, 1, MB_DTYPE_BOOL, x->rank, x->dims); /* the mask */
 }
 
-#define UNARY(name) {"", name, 1, 1, unary}
+#define UNARY(name, grad) {"", name, 1, 1, unary, grad}
 const mb_op_def mb_ops_elementwise[] = {
-  UNARY("Abs"), UNARY("Acos"), UNARY("Acosh"), UNARY("Asin"), UNARY("Asinh"), UNARY("Atan"),
-  UNARY("Atanh"), UNARY("Ceil"), UNARY("Celu"), UNARY("Clip"), UNARY("Cos"), UNARY("Cosh"),
-  UNARY("Elu"), UNARY("Erf"), UNARY("Exp"), UNARY("Floor"), UNARY("Gelu"), UNARY("HardSigmoid"),
-  UNARY("HardSwish"), UNARY("Identity"), UNARY("LeakyRelu"), UNARY("Log"), UNARY("Mish"),
-  UNARY("Neg"), UNARY("Reciprocal"), UNARY("Relu"), UNARY("Round"), UNARY("Selu"),
-  UNARY("Shrink"), UNARY("Sigmoid"), UNARY("Sign"), UNARY("Sin"), UNARY("Sinh"),
-  UNARY("Softplus"), UNARY("Softsign"), UNARY("Sqrt"), UNARY("Tan"), UNARY("Tanh"),
-  UNARY("ThresholdedRelu"), UNARY("BitwiseNot"),
-  {"", "Not", 1, 1, not_op}, {"", "IsNaN", 9, 1, not_op}, {"", "IsInf", 10, 1, not_op},
-  {"", "Add", 1, 2, broadcast_op}, {"", "Sub", 1, 2, broadcast_op},
-  {"", "Mul", 1, 2, broadcast_op}, {"", "Div", 1, 2, broadcast_op},
-  {"", "Mod", 10, 2, broadcast_op}, {"", "Pow", 1, 2, broadcast_op},
-  {"", "PRelu", 1, 2, unary}, /* the slope broadcasts into X (legacy opsets: along channels) */
-  {"", "BitShift", 11, 2, broadcast_op},
-  {"", "BitwiseAnd", 18, 2, broadcast_op}, {"", "BitwiseOr", 18, 2, broadcast_op},
-  {"", "BitwiseXor", 18, 2, broadcast_op},
-  {"", "Min", 1, 1, broadcast_op}, {"", "Max", 1, 1, broadcast_op},
-  {"", "Sum", 1, 1, broadcast_op}, {"", "Mean", 1, 1, broadcast_op},
-  {"", "Equal", 1, 2, broadcast_op}, {"", "Less", 1, 2, broadcast_op},
-  {"", "Greater", 1, 2, broadcast_op}, {"", "LessOrEqual", 12, 2, broadcast_op},
-  {"", "GreaterOrEqual", 12, 2, broadcast_op}, {"", "And", 1, 2, broadcast_op},
-  {"", "Or", 1, 2, broadcast_op}, {"", "Xor", 1, 2, broadcast_op},
-  {"", "Where", 9, 3, where_op},
-  {"", "Cast", 1, 1, cast_op}, {"", "CastLike", 15, 2, cast_op},
-  {"", "Dropout", 1, 1, dropout_op},
+  UNARY("Abs", MB_G_SAVE_X), UNARY("Acos", MB_G_SAVE_X_FP32), UNARY("Acosh", MB_G_SAVE_X), UNARY("Asin", MB_G_SAVE_X_FP32), UNARY("Asinh", MB_G_SAVE_X), UNARY("Atan", MB_G_SAVE_X),
+  UNARY("Atanh", MB_G_SAVE_X), UNARY("Ceil", MB_G_NOTHING), UNARY("Celu", MB_G_SAVE_X), UNARY("Clip", MB_G_SAVE_X), UNARY("Cos", MB_G_SAVE_X), UNARY("Cosh", MB_G_SAVE_X_FP32),
+  UNARY("Elu", MB_G_SAVE_X), UNARY("Erf", MB_G_ERF), UNARY("Exp", MB_G_SAVE_Y_FP32), UNARY("Floor", MB_G_NOTHING), UNARY("Gelu", MB_G_SAVE_X), UNARY("HardSigmoid", MB_G_SAVE_X),
+  UNARY("HardSwish", MB_G_SAVE_X), UNARY("Identity", MB_G_IDENTITY), UNARY("LeakyRelu", MB_G_SAVE_X), UNARY("Log", MB_G_SAVE_X_FP32), UNARY("Mish", MB_G_SAVE_X),
+  UNARY("Neg", MB_G_NOTHING), UNARY("Reciprocal", MB_G_RECIPROCAL), UNARY("Relu", MB_G_SAVE_Y), UNARY("Round", MB_G_NOTHING), UNARY("Selu", MB_G_SAVE_X),
+  UNARY("Shrink", MB_G_SAVE_X), UNARY("Sigmoid", MB_G_SAVE_Y), UNARY("Sign", MB_G_NOTHING), UNARY("Sin", MB_G_SAVE_X), UNARY("Sinh", MB_G_SAVE_X_FP32),
+  UNARY("Softplus", MB_G_SAVE_X_FP32), UNARY("Softsign", MB_G_SAVE_X), UNARY("Sqrt", MB_G_SQRT), UNARY("Tan", MB_G_SAVE_Y_FP32), UNARY("Tanh", MB_G_SAVE_Y),
+  UNARY("ThresholdedRelu", MB_G_SAVE_X), UNARY("BitwiseNot", MB_G_NONDIFF),
+  {"", "Not", 1, 1, not_op, MB_G_NONDIFF}, {"", "IsNaN", 9, 1, not_op, MB_G_NONDIFF}, {"", "IsInf", 10, 1, not_op, MB_G_NONDIFF},
+  {"", "Add", 1, 2, broadcast_op, MB_G_ADD}, {"", "Sub", 1, 2, broadcast_op, MB_G_SUB},
+  {"", "Mul", 1, 2, broadcast_op, MB_G_MUL}, {"", "Div", 1, 2, broadcast_op, MB_G_DIV},
+  {"", "Mod", 10, 2, broadcast_op, MB_G_NOTHING}, {"", "Pow", 1, 2, broadcast_op, MB_G_POW},
+  {"", "PRelu", 1, 2, unary, MB_G_PRELU}, /* the slope broadcasts into X (legacy opsets: along channels) */
+  {"", "BitShift", 11, 2, broadcast_op, MB_G_NONDIFF},
+  {"", "BitwiseAnd", 18, 2, broadcast_op, MB_G_NONDIFF}, {"", "BitwiseOr", 18, 2, broadcast_op, MB_G_NONDIFF},
+  {"", "BitwiseXor", 18, 2, broadcast_op, MB_G_NONDIFF},
+  {"", "Min", 1, 1, broadcast_op, MB_G_MINMAX}, {"", "Max", 1, 1, broadcast_op, MB_G_MINMAX},
+  {"", "Sum", 1, 1, broadcast_op, MB_G_ADD}, {"", "Mean", 1, 1, broadcast_op, MB_G_NOTHING},
+  {"", "Equal", 1, 2, broadcast_op, MB_G_NONDIFF}, {"", "Less", 1, 2, broadcast_op, MB_G_NONDIFF},
+  {"", "Greater", 1, 2, broadcast_op, MB_G_NONDIFF}, {"", "LessOrEqual", 12, 2, broadcast_op, MB_G_NONDIFF},
+  {"", "GreaterOrEqual", 12, 2, broadcast_op, MB_G_NONDIFF}, {"", "And", 1, 2, broadcast_op, MB_G_NONDIFF},
+  {"", "Or", 1, 2, broadcast_op, MB_G_NONDIFF}, {"", "Xor", 1, 2, broadcast_op, MB_G_NONDIFF},
+  {"", "Where", 9, 3, where_op, MB_G_WHERE},
+  {"", "Cast", 1, 1, cast_op, MB_G_CAST}, {"", "CastLike", 15, 2, cast_op, MB_G_CAST},
+  {"", "Dropout", 1, 1, dropout_op, MB_G_DROPOUT},
 };
 const size_t mb_ops_elementwise_count = sizeof mb_ops_elementwise / sizeof mb_ops_elementwise[0];

@@ -1,6 +1,6 @@
-/* The operator table: one entry per (domain, op type, since-version) with its shape rule.
- * Adding an op is adding an entry to the table of its family file and tests for it. Later stages
- * add the autograd rule (what backward saves and allocates) to the same entry. */
+/* The operator table: one entry per (domain, op type, since-version) with its shape rule and
+ * its autograd rule (ops/grad.h: what backward keeps and allocates). Adding an op is adding an
+ * entry to the table of its family file and tests for it. */
 #ifndef MB_OPS_OP_H
 #define MB_OPS_OP_H
 #include <stdbool.h>
@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "graph/graph.h"
+#include "ops/grad.h"
 #include "util/arena.h"
 #include "util/diag.h"
 
@@ -46,6 +47,7 @@ typedef struct mb_op_def {
   int32_t since;          /* first opset version this entry applies to */
   int32_t min_inputs;
   mb_shape_fn shape;
+  uint8_t grad;           /* mb_grad_id (ops/grad.h) */
 } mb_op_def;
 
 /* The entry for a node's op at an opset: the one with the largest since <= opset, or NULL. */

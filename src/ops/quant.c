@@ -58,12 +58,12 @@ static int qlinear_matmul(mb_op_ctx *c) { /* a, a_scale, a_zp, b, b_scale, b_zp,
 }
 
 const mb_op_def mb_ops_quant[] = {
-  {"", "QuantizeLinear", 10, 2, quantize},
-  {"", "DequantizeLinear", 10, 2, dequantize},
-  {"", "DynamicQuantizeLinear", 11, 1, dynamic_quantize},
-  {"", "ConvInteger", 10, 2, conv_integer},
-  {"", "QLinearConv", 10, 8, qlinear_conv},
-  {"", "MatMulInteger", 10, 2, matmul_integer},
-  {"", "QLinearMatMul", 10, 8, qlinear_matmul},
+  {"", "QuantizeLinear", 10, 2, quantize, MB_G_NONDIFF},
+  {"", "DequantizeLinear", 10, 2, dequantize, MB_G_NONDIFF},
+  {"", "DynamicQuantizeLinear", 11, 1, dynamic_quantize, MB_G_NONDIFF},
+  {"", "ConvInteger", 10, 2, conv_integer, MB_G_NONDIFF},
+  {"", "QLinearConv", 10, 8, qlinear_conv, MB_G_NONDIFF},
+  {"", "MatMulInteger", 10, 2, matmul_integer, MB_G_NONDIFF},
+  {"", "QLinearMatMul", 10, 8, qlinear_matmul, MB_G_NONDIFF},
 };
 const size_t mb_ops_quant_count = sizeof mb_ops_quant / sizeof mb_ops_quant[0];

@@ -417,19 +417,19 @@ static int split(mb_op_ctx *c) {
 }
 
 const mb_op_def mb_ops_tensor[] = {
-  {"", "Constant", 1, 0, constant},
-  {"", "Shape", 1, 1, shape_op},
-  {"", "Size", 1, 1, size_op},
-  {"", "Reshape", 1, 1, reshape},
-  {"", "Transpose", 1, 1, transpose},
-  {"", "Unsqueeze", 1, 1, unsqueeze},
-  {"", "Squeeze", 1, 1, squeeze},
-  {"", "Concat", 1, 1, concat},
-  {"", "Gather", 1, 2, gather},
-  {"", "Slice", 1, 1, slice},
-  {"", "Expand", 8, 2, expand},
-  {"", "ConstantOfShape", 9, 1, constant_of_shape},
-  {"", "Range", 11, 3, range},
-  {"", "Split", 2, 1, split},
+  {"", "Constant", 1, 0, constant, MB_G_NONDIFF},
+  {"", "Shape", 1, 1, shape_op, MB_G_NONDIFF},
+  {"", "Size", 1, 1, size_op, MB_G_NONDIFF},
+  {"", "Reshape", 1, 1, reshape, MB_G_RESHAPE},
+  {"", "Transpose", 1, 1, transpose, MB_G_TRANSPOSE},
+  {"", "Unsqueeze", 1, 1, unsqueeze, MB_G_VIEW},
+  {"", "Squeeze", 1, 1, squeeze, MB_G_VIEW},
+  {"", "Concat", 1, 1, concat, MB_G_CONCAT},
+  {"", "Gather", 1, 2, gather, MB_G_GATHER},
+  {"", "Slice", 1, 1, slice, MB_G_SLICE},
+  {"", "Expand", 8, 2, expand, MB_G_EXPAND},
+  {"", "ConstantOfShape", 9, 1, constant_of_shape, MB_G_NONDIFF},
+  {"", "Range", 11, 3, range, MB_G_NONDIFF},
+  {"", "Split", 2, 1, split, MB_G_SLICE},
 };
 const size_t mb_ops_tensor_count = sizeof mb_ops_tensor / sizeof mb_ops_tensor[0];

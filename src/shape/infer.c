@@ -6,6 +6,7 @@
 
 #include "budget/setup.h"
 #include "ops/op.h"
+#include "shape/infer.h"
 #include "membudget/membudget.h"
 
 struct mb_shapes {
@@ -17,6 +18,7 @@ struct mb_shapes {
   mb_tinfo *t;           /* per value of the main graph */
   int32_t n;
   int64_t unroll_budget; /* nested Loops multiply their trip counts: bound the total */
+  int64_t batch;         /* the batch size bound to the batch dim (-1: none) */
 };
 
 static int64_t bound_dim(const mb_setup *s, const char *name, bool *found) {
@@ -43,8 +45,8 @@ static const char *batch_dim_name(const mb_graph *g, const mb_setup *s) {
 /* Graph inputs: declared shapes with symbolic dims bound by name (--dim), the batch dim by
  * the batch size; with fully static inputs and a batch size, axis 0 of every input. */
 static int bind_inputs(mb_shapes *sh, const mb_graph *g, const mb_setup *s, mb_diag *d) {
-  const char *batch_name = s && s->batch >= 0 ? batch_dim_name(g, s) : NULL;
-  bool static_batch = s && s->batch >= 0 && !batch_name;
+  const char *batch_name = sh->batch >= 0 ? batch_dim_name(g, s) : NULL;
+  bool static_batch = sh->batch >= 0 && !batch_name;
   if (static_batch)
     snprintf(sh->note, sizeof sh->note,
              "the graph inputs are fully static: axis 0 of each input is taken as the batch "
@@ -71,10 +73,10 @@ static int bind_inputs(mb_shapes *sh, const mb_graph *g, const mb_setup *s, mb_d
       bool found = false;
       int64_t val = p ? bound_dim(s, p, &found) : v->type.dims[k];
       if (p && !found && batch_name && !strcmp(p, batch_name)) {
-        val = s->batch;
+        val = sh->batch;
         found = true;
       }
-      if (static_batch && k == 0) val = s->batch;
+      if (static_batch && k == 0) val = sh->batch;
       if (p && !found)
         return mb_fail(d, MB_E_INVALID_ARG,
                        "graph input '%s' has symbolic dim '%s' on axis %d: give it a value "
@@ -203,10 +205,19 @@ static int infer_nodes(frame *f) {
 }
 
 MB_API int mb_infer_shapes(const mb_model *m, const mb_setup *s, mb_shapes **out) {
+  return mb_shapes_run(m, s, s ? s->batch : -1, out);
+}
+
+const mb_tinfo *mb_shapes_tinfo(const mb_shapes *sh) { return sh->t; }
+
+int mb_shapes_status(const mb_shapes *sh) { return sh ? sh->status : MB_E_NOMEM; }
+
+int mb_shapes_run(const mb_model *m, const mb_setup *s, int64_t batch, mb_shapes **out) {
   if (!out) return MB_E_INVALID_ARG;
   mb_shapes *sh = *out = calloc(1, sizeof *sh);
   if (!sh) return MB_E_NOMEM;
   mb_arena_init(&sh->arena);
+  sh->batch = batch;
   mb_diag d;
   mb_diag_init(&d);
   if (!m || !m->graph) {

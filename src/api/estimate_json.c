@@ -1,0 +1,185 @@
+/* The budget as text: the one-line MemoryBudget(...) summary and the JSON document of
+ * `membudget estimate --json` (raw byte integers, "schema_version"). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "budget/estimate.h"
+#include "sim/optim.h"
+#include "util/format.h"
+#include "util/strbuf.h"
+
+#define ESTIMATE_SCHEMA_VERSION 1
+
+static const char *signed_bytes(char *buf, size_t size, int64_t v) {
+  if (size < 2) return "";
+  buf[0] = '-';
+  mb_fmt_bytes(buf + (v < 0), size - 1, v < 0 ? (uint64_t)(-v) : (uint64_t)v);
+  return buf;
+}
+
+MB_API size_t mb_budget_summary(const mb_budget *b, char *buf, size_t size) {
+  if (!b) return 0;
+  char t[12][32];
+  int n = snprintf(buf, buf ? size : 0,
+                   "MemoryBudget(total=%s static=%s [params=%s embed=%s opt=%s grad=%s teacher=%s] "
+                   "activation=%s per_sample=%s available=%s batch_size=%lld mode=%s)",
+                   mb_fmt_bytes(t[0], 32, b->device_peak), mb_fmt_bytes(t[1], 32, b->static_bytes),
+                   mb_fmt_bytes(t[2], 32, b->params_trainable + b->params_frozen),
+                   mb_fmt_bytes(t[3], 32, b->embeddings), mb_fmt_bytes(t[4], 32, b->optimizer_states),
+                   mb_fmt_bytes(t[5], 32, b->gradients), mb_fmt_bytes(t[6], 32, b->teacher_weights),
+                   mb_fmt_bytes(t[7], 32, b->dynamic_peak), mb_fmt_bytes(t[8], 32, b->dynamic_per_sample),
+                   b->device_memory ? signed_bytes(t[9], 32, b->available) : "unknown",
+                   (long long)b->batch_size, b->mode == MB_MODE_MEASURED ? "measured" : "static");
+  return n < 0 ? 0 : (size_t)n;
+}
+
+static void field(mb_strbuf *sb, const char *key, uint64_t v, int last) {
+  mb_sb_printf(sb, "    \"%s\": ", key);
+  mb_sb_json_u64(sb, v);
+  mb_sb_puts(sb, last ? "\n" : ",\n");
+}
+
+static const char *precision_name(int p) {
+  static const char *const names[] = {"fp32", "amp-fp16", "amp-bf16", "fp16", "bf16"};
+  return p >= 0 && p <= 4 ? names[p] : "fp32";
+}
+
+static void json_setup(mb_strbuf *sb, const mb_setup *s, const mb_plan *p) {
+  const mb_train *tr = &s->train;
+  static const char *const losses[] = {"auto", "ce", "mse", "none"};
+  mb_sb_puts(sb, "  \"setup\": {\n    \"optimizer\": ");
+  mb_sb_json_str(sb, mb_optim_get(tr->optimizer)->name);
+  mb_sb_puts(sb, ",\n    \"precision\": ");
+  mb_sb_json_str(sb, precision_name(tr->precision));
+  mb_sb_printf(sb, ",\n    \"attention\": \"%s\",\n    \"loss\": \"%s\",\n", tr->eager_attention ? "eager" : "fused",
+               losses[tr->loss & 3]);
+  mb_sb_printf(sb, "    \"ema\": %s,\n    \"master_weights\": %s,\n    \"teacher\": %s,\n    \"teacher_offload\": %s,\n",
+               tr->ema ? "true" : "false", tr->master_weights ? "true" : "false", tr->teacher ? "true" : "false",
+               tr->teacher_offload ? "true" : "false");
+  mb_sb_puts(sb, "    \"checkpoint\": [");
+  for (size_t i = 0; i < tr->n_checkpoint; i++) {
+    if (i) mb_sb_puts(sb, ", ");
+    mb_sb_json_str(sb, tr->checkpoint[i]);
+  }
+  mb_sb_puts(sb, "],\n    \"gpu\": ");
+  if (tr->gpu) mb_sb_json_str(sb, tr->gpu);
+  else mb_sb_puts(sb, "null");
+  mb_sb_printf(sb, ",\n    \"utilization\": %.6g,\n    \"fragmentation\": %.6g,\n", tr->utilization, tr->fragmentation);
+  mb_sb_puts(sb, "    \"cublas_workspace\": ");
+  mb_sb_json_u64(sb, mb_train_workspace(tr));
+  mb_sb_puts(sb, ",\n    \"rounding\": ");
+  mb_sb_json_u64(sb, tr->rounding);
+  mb_sb_printf(sb, ",\n    \"batch_min\": %lld,\n    \"batch_max\": %lld,\n    \"batch_multiple\": %lld,\n",
+               (long long)tr->batch_min, (long long)tr->batch_max, (long long)tr->batch_multiple);
+  mb_sb_puts(sb, "    \"note\": ");
+  mb_sb_json_str(sb, p->note);
+  mb_sb_puts(sb, "\n  },\n");
+}
+
+static void json_budget(mb_strbuf *sb, const mb_budget *b) {
+  mb_sb_printf(sb, "  \"budget\": {\n    \"mode\": \"%s\",\n", b->mode == MB_MODE_MEASURED ? "measured" : "static");
+  mb_sb_printf(sb, "    \"batch_size\": %lld,\n    \"grad_accumulation\": %lld,\n    \"effective_batch_size\": %lld,\n",
+               (long long)b->batch_size, (long long)b->grad_accumulation,
+               (long long)(b->batch_size * b->grad_accumulation));
+  mb_sb_printf(sb, "    \"solved\": %s,\n    \"fits\": %s,\n    \"peak_phase\": \"%s\",\n", b->solved ? "true" : "false",
+               b->fits < 0 ? "null" : b->fits ? "true" : "false", mb_phase_name(b->peak_phase));
+  field(sb, "params_trainable", b->params_trainable, 0);
+  field(sb, "params_frozen", b->params_frozen, 0);
+  field(sb, "embeddings", b->embeddings, 0);
+  field(sb, "buffers", b->buffers, 0);
+  field(sb, "gradients", b->gradients, 0);
+  field(sb, "optimizer_states", b->optimizer_states, 0);
+  field(sb, "master_weights", b->master_weights, 0);
+  field(sb, "ema", b->ema, 0);
+  field(sb, "teacher_weights", b->teacher_weights, 0);
+  field(sb, "workspace", b->workspace, 0);
+  field(sb, "static", b->static_bytes, 0);
+  field(sb, "inputs", b->inputs, 0);
+  field(sb, "activations", b->activations, 0);
+  field(sb, "teacher_activations", b->teacher_activations, 0);
+  field(sb, "dynamic_peak", b->dynamic_peak, 0);
+  field(sb, "dynamic_fixed", b->dynamic_fixed, 0);
+  field(sb, "dynamic_per_sample", b->dynamic_per_sample, 0);
+  field(sb, "forward_peak", b->forward_peak, 0);
+  field(sb, "backward_peak", b->backward_peak, 0);
+  field(sb, "optimizer_peak", b->optimizer_peak, 0);
+  field(sb, "first_step_peak", b->first_step_peak, 0);
+  field(sb, "allocated_peak", b->allocated_peak, 0);
+  field(sb, "fragmentation", b->fragmentation, 0);
+  field(sb, "reserved_peak", b->reserved_peak, 0);
+  field(sb, "context", b->context, 0);
+  field(sb, "device_peak", b->device_peak, 0);
+  field(sb, "device_memory", b->device_memory, 0);
+  field(sb, "usable_memory", b->usable_memory, 0);
+  mb_sb_printf(sb, "    \"available\": %lld,\n    \"at_peak\": {", (long long)b->available);
+  for (int c = 0; c < MB_CAT_COUNT; c++) {
+    mb_sb_printf(sb, "%s\"%s\": ", c ? ", " : "", mb_category_name(c));
+    mb_sb_json_u64(sb, b->at_peak[c]);
+  }
+  mb_sb_puts(sb, "}\n  }");
+}
+
+static void json_trace(mb_strbuf *sb, const mb_plan *p, const uint64_t *bytes, const uint64_t *live) {
+  mb_sb_puts(sb, ",\n  \"trace\": [\n");
+  for (int32_t i = 0; i < p->n_ev; i++) {
+    const mb_event_rec *e = &p->ev[i];
+    const mb_slot *s = &p->slots[e->slot];
+    const mb_model *m = e->model ? p->teacher : p->model;
+    mb_sb_printf(sb, "    {\"event\": \"%s\", \"phase\": \"%s\", \"category\": \"%s\", \"bytes\": ",
+                 e->alloc ? "alloc" : "free", mb_phase_name(e->phase), mb_category_name(s->category));
+    mb_sb_json_u64(sb, bytes[i]);
+    mb_sb_puts(sb, ", \"live\": ");
+    mb_sb_json_u64(sb, live[i]);
+    mb_sb_puts(sb, ", \"tensor\": ");
+    mb_sb_json_str(sb, s->name ? s->name : "");
+    mb_sb_puts(sb, ", \"node\": ");
+    if (e->node >= 0) mb_sb_json_str(sb, m->graph->nodes[e->node].name);
+    else mb_sb_puts(sb, "null");
+    mb_sb_puts(sb, i + 1 < p->n_ev ? "},\n" : "}\n");
+  }
+  mb_sb_puts(sb, "  ]");
+}
+
+MB_API int mb_estimate_json(const mb_model *m, mb_setup *s, int trace, char **out) {
+  if (!s || !out) return MB_E_INVALID_ARG;
+  *out = NULL;
+  s->errmsg[0] = '\0';
+  if (!m || !m->graph) {
+    snprintf(s->errmsg, sizeof s->errmsg, "mb_estimate_json: no model");
+    return MB_E_INVALID_ARG;
+  }
+  mb_diag d;
+  mb_diag_init(&d);
+  mb_plan *p = NULL;
+  mb_budget b;
+  uint64_t *bytes = NULL, *live = NULL;
+  if (mb_plan_build(m, s, &p, &d) == MB_OK && mb_estimate_plan(p, s, &b, &d) == MB_OK && trace) {
+    bytes = malloc(((size_t)p->n_ev + 1) * sizeof *bytes);
+    live = malloc(((size_t)p->n_ev + 1) * sizeof *live);
+    mb_run r;
+    if (!bytes || !live) mb_fail(&d, MB_E_NOMEM, "out of memory");
+    else mb_plan_run(p, s, b.batch_size, &r, bytes, live, &d);
+  }
+  if (d.status == MB_OK) {
+    mb_strbuf sb;
+    mb_sb_init(&sb);
+    char line[512];
+    mb_budget_summary(&b, line, sizeof line);
+    mb_sb_printf(&sb, "{\n  \"schema_version\": %d,\n", ESTIMATE_SCHEMA_VERSION);
+    json_setup(&sb, s, p);
+    json_budget(&sb, &b);
+    mb_sb_puts(&sb, ",\n  \"summary\": ");
+    mb_sb_json_str(&sb, line);
+    if (trace) json_trace(&sb, p, bytes, live);
+    mb_sb_puts(&sb, "\n}\n");
+    if (mb_sb_failed(&sb)) mb_fail(&d, MB_E_NOMEM, "out of memory");
+    else *out = mb_sb_detach(&sb);
+    mb_sb_free(&sb);
+  }
+  free(bytes);
+  free(live);
+  mb_plan_free(p);
+  if (d.status != MB_OK) snprintf(s->errmsg, sizeof s->errmsg, "%s", d.msg);
+  return d.status;
+}

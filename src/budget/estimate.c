@@ -1,0 +1,255 @@
+/* The budget: persistent parts, the peaks of a simulated step, the allocator allowance, the
+ * context, and the largest batch size that fits (bisection over runs of one plan). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/versioned.h"
+#include "budget/estimate.h"
+#include "budget/gpus.h"
+#include "sim/plan.h"
+
+#define SEGMENT_ROUND (2u * 1048576u)
+
+static uint64_t sat_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+/* Persistent parts straight from the plan's weights (batch-independent). */
+static void weights(const mb_plan *p, uint64_t rounding, mb_budget *bu) {
+  for (int32_t i = 0; i < p->n_slots; i++) {
+    const mb_slot *s = &p->slots[i];
+    if (s->rule != MB_SZ_FIXED || s->model != 0) continue;
+    uint64_t bytes = s->fixed;
+    if (bytes && rounding > 1) bytes = (bytes + rounding - 1) / rounding * rounding;
+    if (s->category == MB_CAT_PARAMETER && s->ref >= 0) {
+      if (s->trains) bu->params_trainable += bytes;
+      else bu->params_frozen += bytes;
+    } else if (s->category == MB_CAT_EMBEDDING && s->ref >= 0) {
+      bu->embeddings += bytes;
+    }
+    if (s->trains && s->ref >= 0) bu->gradients += bytes;
+  }
+}
+
+static void fill(const mb_plan *p, const mb_setup *s, int64_t batch, const mb_run *r, mb_budget *bu) {
+  const mb_train *tr = &s->train;
+  memset(bu, 0, sizeof *bu);
+  bu->struct_size = sizeof *bu;
+  bu->mode = MB_MODE_STATIC;
+  bu->batch_size = batch;
+  bu->grad_accumulation = tr->grad_accumulation;
+  bu->peak_phase = r->peak_phase;
+  weights(p, tr->rounding, bu);
+  bu->buffers = r->persistent[MB_CAT_BUFFER];
+  bu->optimizer_states = r->persistent[MB_CAT_OPTIMIZER];
+  bu->master_weights = r->persistent[MB_CAT_MASTER];
+  bu->ema = r->persistent[MB_CAT_EMA];
+  bu->teacher_weights = r->persistent[MB_CAT_TEACHER];
+  bu->workspace = r->persistent[MB_CAT_WORKSPACE];
+  bu->static_bytes = bu->params_trainable + bu->params_frozen + bu->embeddings + bu->buffers +
+                     bu->gradients + bu->optimizer_states + bu->master_weights + bu->ema +
+                     bu->teacher_weights + bu->workspace;
+  bu->inputs = r->inputs;
+  bu->activations = r->activations;
+  bu->teacher_activations = r->teacher_transient;
+  bu->allocated_peak = r->peak;
+  bu->dynamic_peak = sat_sub(r->peak, bu->static_bytes);
+  for (int ph = MB_PHASE_SETUP; ph <= MB_PHASE_LOSS; ph++)
+    if (r->phase_peak[ph] > bu->forward_peak) bu->forward_peak = r->phase_peak[ph];
+  bu->backward_peak = r->phase_peak[MB_PHASE_BACKWARD];
+  bu->optimizer_peak = r->phase_peak[MB_PHASE_OPTIMIZER];
+  bu->first_step_peak = r->first_step_peak;
+  /* allowance: fragmentation is that fraction of the reserved peak; segments are 2 MiB */
+  double reserved = (double)r->peak / (1.0 - tr->fragmentation);
+  uint64_t res = (uint64_t)reserved;
+  if ((double)res < reserved) res++;
+  res = (res + SEGMENT_ROUND - 1) / SEGMENT_ROUND * SEGMENT_ROUND;
+  if (res < r->peak) res = r->peak;
+  bu->reserved_peak = res;
+  bu->fragmentation = res - r->peak;
+  bu->context = tr->context;
+  bu->device_peak = res + tr->context;
+  memcpy(bu->at_peak, r->at_peak, sizeof bu->at_peak);
+  bu->device_memory = tr->device_memory;
+  bu->usable_memory = (uint64_t)((double)tr->device_memory * tr->utilization);
+  bu->available = (int64_t)bu->usable_memory - (int64_t)bu->device_peak;
+  bu->fits = tr->device_memory ? bu->device_peak <= bu->usable_memory : -1;
+}
+
+/* One run; shape errors that only mean "this batch is absurdly large" count as not fitting. */
+static int eval(const mb_plan *p, mb_setup *s, int64_t batch, mb_budget *bu, mb_diag *d) {
+  mb_run r;
+  if (mb_plan_run(p, s, batch, &r, NULL, NULL, d) != MB_OK) return d->status;
+  fill(p, s, batch, &r, bu);
+  return MB_OK;
+}
+
+static int fits_at(const mb_plan *p, mb_setup *s, int64_t batch, bool *fits, mb_diag *d) {
+  mb_budget bu;
+  mb_diag local;
+  mb_diag_init(&local);
+  if (eval(p, s, batch, &bu, &local) != MB_OK) {
+    if (local.status == MB_E_LIMIT) {
+      *fits = false;
+      return MB_OK;
+    }
+    return mb_fail(d, local.status, "%s", local.msg);
+  }
+  *fits = bu.fits == 1;
+  return MB_OK;
+}
+
+/* dynamic_peak ~ fixed + per_sample x batch, from two runs */
+static int slope(const mb_plan *p, mb_setup *s, mb_budget *bu, mb_diag *d) {
+  const mb_train *tr = &s->train;
+  int64_t lo = tr->batch_min, hi = bu->batch_size > lo ? bu->batch_size : lo + 1;
+  mb_budget a, b;
+  if (eval(p, s, lo, &a, d) != MB_OK) return d->status;
+  if (hi == bu->batch_size) b = *bu;
+  else if (eval(p, s, hi, &b, d) != MB_OK) return d->status;
+  uint64_t rise = sat_sub(b.dynamic_peak, a.dynamic_peak);
+  bu->dynamic_per_sample = rise / (uint64_t)(hi - lo);
+  bu->dynamic_fixed = sat_sub(a.dynamic_peak, bu->dynamic_per_sample * (uint64_t)lo);
+  return MB_OK;
+}
+
+int mb_estimate_plan(const mb_plan *p, mb_setup *s, mb_budget *bu, mb_diag *d) {
+  const mb_train *tr = &s->train;
+  if (tr->batch_min > tr->batch_max)
+    return mb_fail(d, MB_E_INVALID_ARG, "batch_min %lld is above batch_max %lld",
+                   (long long)tr->batch_min, (long long)tr->batch_max);
+  if (s->batch >= 0) { /* the budget at the caller's batch size */
+    if (eval(p, s, s->batch, bu, d) != MB_OK) return d->status;
+    return slope(p, s, bu, d);
+  }
+  if (!tr->device_memory)
+    return mb_fail(d, MB_E_INVALID_ARG,
+                   "no device memory to solve the batch size for: give a GPU (--gpu) or its memory "
+                   "(--device-memory), or a batch size (--batch)");
+  bool ok = false;
+  if (fits_at(p, s, tr->batch_min, &ok, d) != MB_OK) return d->status;
+  int64_t best = tr->batch_min;
+  if (ok) {
+    bool top = false;
+    if (fits_at(p, s, tr->batch_max, &top, d) != MB_OK) return d->status;
+    if (top) {
+      best = tr->batch_max;
+    } else {
+      int64_t lo = tr->batch_min, hi = tr->batch_max; /* fits(lo), !fits(hi) */
+      while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        bool f = false;
+        if (fits_at(p, s, mid, &f, d) != MB_OK) return d->status;
+        if (f) lo = mid;
+        else hi = mid;
+      }
+      best = lo;
+    }
+    int64_t m = tr->batch_multiple;
+    if (m > 1 && best / m * m >= tr->batch_min) best = best / m * m;
+  }
+  if (eval(p, s, best, bu, d) != MB_OK) return d->status;
+  bu->solved = 1;
+  return slope(p, s, bu, d);
+}
+
+MB_API int mb_estimate(const mb_model *m, mb_setup *s, mb_budget *out) {
+  if (!s) return MB_E_INVALID_ARG;
+  mb_diag d;
+  mb_diag_init(&d);
+  s->errmsg[0] = '\0';
+  if (!m || !m->graph || !out) {
+    snprintf(s->errmsg, sizeof s->errmsg, "mb_estimate: model and budget are required");
+    return MB_E_INVALID_ARG;
+  }
+  uint32_t caller;
+  memcpy(&caller, out, sizeof caller);
+  if (caller < offsetof(mb_budget, at_peak)) {
+    snprintf(s->errmsg, sizeof s->errmsg, "mb_estimate: budget.struct_size is not set");
+    return MB_E_INVALID_ARG;
+  }
+  mb_plan *p = NULL;
+  mb_budget bu;
+  if (mb_plan_build(m, s, &p, &d) == MB_OK) mb_estimate_plan(p, s, &bu, &d);
+  mb_plan_free(p);
+  if (d.status != MB_OK) {
+    snprintf(s->errmsg, sizeof s->errmsg, "%s", d.msg);
+    return d.status;
+  }
+  mb_fill_versioned(out, &bu, sizeof bu, offsetof(mb_budget, at_peak));
+  return MB_OK;
+}
+
+uint64_t mb_train_workspace(const mb_train *tr) {
+  if (tr->cublas_workspace) return tr->cublas_workspace;
+  const mb_gpu *gpu = tr->gpu ? mb_gpu_find(tr->gpu) : NULL;
+  return gpu ? gpu->cublas_workspace : mb_gpu_default_workspace();
+}
+
+/* ---- the trace ---- */
+
+struct mb_trace {
+  mb_plan *plan;
+  uint64_t *bytes, *live;
+};
+
+MB_API int mb_trace_create(const mb_model *m, mb_setup *s, int64_t batch, mb_trace **out) {
+  if (!out || !s) return MB_E_INVALID_ARG;
+  *out = NULL;
+  mb_diag d;
+  mb_diag_init(&d);
+  if (!m || !m->graph || batch < 1) {
+    snprintf(s->errmsg, sizeof s->errmsg, "mb_trace_create: a model and a batch size >= 1 are required");
+    return MB_E_INVALID_ARG;
+  }
+  mb_trace *t = calloc(1, sizeof *t);
+  if (!t) return MB_E_NOMEM;
+  mb_run r;
+  if (mb_plan_build(m, s, &t->plan, &d) == MB_OK) {
+    t->bytes = malloc(((size_t)t->plan->n_ev + 1) * sizeof *t->bytes);
+    t->live = malloc(((size_t)t->plan->n_ev + 1) * sizeof *t->live);
+    if (!t->bytes || !t->live) mb_fail(&d, MB_E_NOMEM, "out of memory");
+    else mb_plan_run(t->plan, s, batch, &r, t->bytes, t->live, &d);
+  }
+  if (d.status != MB_OK) {
+    snprintf(s->errmsg, sizeof s->errmsg, "%s", d.msg);
+    mb_trace_free(t);
+    return d.status;
+  }
+  *out = t;
+  return MB_OK;
+}
+
+MB_API void mb_trace_free(mb_trace *t) {
+  if (!t) return;
+  mb_plan_free(t->plan);
+  free(t->bytes);
+  free(t->live);
+  free(t);
+}
+
+MB_API size_t mb_trace_num_events(const mb_trace *t) { return t ? (size_t)t->plan->n_ev : 0; }
+
+MB_API int mb_trace_event(const mb_trace *t, size_t i, mb_event *out) {
+  if (!t || !out) return MB_E_INVALID_ARG;
+  if (i >= (size_t)t->plan->n_ev) return MB_E_RANGE;
+  const mb_event_rec *e = &t->plan->ev[i];
+  const mb_slot *s = &t->plan->slots[e->slot];
+  const mb_model *m = e->model ? t->plan->teacher : t->plan->model;
+  mb_event ev = {sizeof ev, e->alloc, e->phase, s->category, t->bytes[i], t->live[i], s->name,
+                 e->node >= 0 ? m->graph->nodes[e->node].name : NULL};
+  return mb_fill_versioned(out, &ev, sizeof ev, sizeof ev) ? MB_E_INVALID_ARG : MB_OK;
+}
+
+/* ---- names ---- */
+
+MB_API const char *mb_phase_name(int phase) {
+  static const char *const names[MB_PHASE_COUNT] = {"setup", "teacher", "forward", "loss", "backward", "optimizer"};
+  return phase >= 0 && phase < MB_PHASE_COUNT ? names[phase] : "unknown";
+}
+
+MB_API const char *mb_category_name(int c) {
+  static const char *const names[MB_CAT_COUNT] = {
+    "parameters", "embeddings", "buffers", "gradients", "optimizer_states", "master_weights", "ema",
+    "teacher_weights", "inputs", "activations", "activation_grads", "temporaries", "workspace"};
+  return c >= 0 && c < MB_CAT_COUNT ? names[c] : "unknown";
+}

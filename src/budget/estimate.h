@@ -1,0 +1,12 @@
+/* Internal entry points of the budget stage. */
+#ifndef MB_BUDGET_ESTIMATE_H
+#define MB_BUDGET_ESTIMATE_H
+#include "budget/setup.h"
+#include "sim/plan.h"
+#include "util/diag.h"
+
+/* Bytes per cuBLAS workspace: the option, else the GPU's, else the larger default. */
+uint64_t mb_train_workspace(const mb_train *tr);
+/* The budget at the setup's batch size, or the solved one. */
+int mb_estimate_plan(const mb_plan *p, mb_setup *s, mb_budget *out, mb_diag *d);
+#endif

@@ -1,0 +1,59 @@
+/* Common training GPUs: total memory as the driver reports it (nvidia-smi "Total", MiB) and
+ * the cuBLAS workspace PyTorch allocates per handle and stream on that architecture
+ * (CublasHandlePool.cpp: 4096 KiB x 2 + 16 KiB x 8 before Hopper, 4096 KiB x 8 on sm90+). */
+#include "budget/gpus.h"
+
+#include <string.h>
+
+#define MIB(x) ((uint64_t)(x) * 1048576u)
+#define WS_PRE_HOPPER 8519680u
+#define WS_HOPPER 33554432u
+
+static const mb_gpu gpus[] = {
+  {"h100-80gb", "NVIDIA H100 80GB HBM3 (SXM or PCIe)", MIB(81559), WS_HOPPER},
+  {"h100-94gb", "NVIDIA H100 NVL 94GB", MIB(95830), WS_HOPPER},
+  {"h200", "NVIDIA H200 141GB", MIB(143771), WS_HOPPER},
+  {"gh200", "NVIDIA GH200 96GB", MIB(97871), WS_HOPPER},
+  {"b200", "NVIDIA B200 180GB", MIB(183359), WS_HOPPER},
+  {"a100-80gb", "NVIDIA A100 80GB", MIB(81920), WS_PRE_HOPPER},
+  {"a100-40gb", "NVIDIA A100 40GB", MIB(40960), WS_PRE_HOPPER},
+  {"l40s", "NVIDIA L40S 48GB", MIB(46068), WS_PRE_HOPPER},
+  {"l40", "NVIDIA L40 48GB", MIB(46068), WS_PRE_HOPPER},
+  {"l4", "NVIDIA L4 24GB", MIB(23034), WS_PRE_HOPPER},
+  {"a10g", "NVIDIA A10G 24GB (AWS)", MIB(23028), WS_PRE_HOPPER},
+  {"a10", "NVIDIA A10 24GB", MIB(23028), WS_PRE_HOPPER},
+  {"a6000", "NVIDIA RTX A6000 48GB", MIB(49140), WS_PRE_HOPPER},
+  {"rtx6000-ada", "NVIDIA RTX 6000 Ada 48GB", MIB(49140), WS_PRE_HOPPER},
+  {"rtx4090", "NVIDIA GeForce RTX 4090 24GB", MIB(24564), WS_PRE_HOPPER},
+  {"rtx3090", "NVIDIA GeForce RTX 3090 24GB", MIB(24576), WS_PRE_HOPPER},
+  {"t4", "NVIDIA T4 16GB", MIB(15360), WS_PRE_HOPPER},
+  {"v100-16gb", "NVIDIA V100 16GB", MIB(16384), WS_PRE_HOPPER},
+  {"v100-32gb", "NVIDIA V100 32GB", MIB(32768), WS_PRE_HOPPER},
+};
+#define N_GPUS (sizeof gpus / sizeof gpus[0])
+
+const mb_gpu *mb_gpu_find(const char *name) {
+  for (size_t i = 0; i < N_GPUS; i++) {
+    const char *a = gpus[i].name, *b = name;
+    /* case-insensitive, '_' and ' ' taken as '-' */
+    for (; *a && *b; a++, b++) {
+      char c = *b >= 'A' && *b <= 'Z' ? (char)(*b - 'A' + 'a') : *b;
+      if (c == '_' || c == ' ') c = '-';
+      if (c != *a) break;
+    }
+    if (!*a && !*b) return &gpus[i];
+  }
+  return NULL;
+}
+
+uint64_t mb_gpu_default_workspace(void) { return WS_HOPPER; }
+
+MB_API size_t mb_gpu_num(void) { return N_GPUS; }
+
+MB_API int mb_gpu_get(size_t i, const char **name, const char **description, uint64_t *memory) {
+  if (i >= N_GPUS) return MB_E_RANGE;
+  if (name) *name = gpus[i].name;
+  if (description) *description = gpus[i].description;
+  if (memory) *memory = gpus[i].memory;
+  return MB_OK;
+}

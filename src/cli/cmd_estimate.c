@@ -1,0 +1,231 @@
+/* membudget estimate: the budget of one training step and the batch size that fits. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/table.h"
+#include "util/format.h"
+
+/* Flags that take a value and set one setup option. */
+static const struct { const char *flag, *key; } value_flags[] = {
+  {"--optimizer", "optimizer"},     {"--precision", "precision"},
+  {"--attention", "attention"},     {"--loss", "loss"},
+  {"--checkpoint", "checkpoint"},   {"--gpu", "gpu"},
+  {"--device-memory", "device_memory"}, {"--utilization", "utilization"},
+  {"--utilisation", "utilization"}, {"--batch-min", "batch_min"},
+  {"--batch-max", "batch_max"},     {"--multiple-of", "batch_multiple"},
+  {"--grad-accumulation", "grad_accumulation"}, {"--context", "context"},
+  {"--fragmentation", "fragmentation"}, {"--cublas-workspace", "cublas_workspace"},
+  {"--rounding", "rounding"},
+};
+/* Flags without a value that switch an option on. */
+static const struct { const char *flag, *key; } switch_flags[] = {
+  {"--ema", "ema"}, {"--master-weights", "master_weights"}, {"--teacher-offload", "teacher_offload"},
+};
+
+typedef struct row {
+  const char *label;
+  uint64_t bytes;
+} row;
+
+static void add_row(mb_table *t, const char *label, uint64_t bytes, uint64_t total) {
+  char b[32], h[32], share[16];
+  mb_fmt_thousands(b, sizeof b, bytes);
+  mb_fmt_bytes(h, sizeof h, bytes);
+  if (total) snprintf(share, sizeof share, "%.1f%%", 100.0 * (double)bytes / (double)total);
+  else snprintf(share, sizeof share, "-");
+  const char *cells[] = {label, b, h, share};
+  mb_table_row(t, cells);
+}
+
+static void print_human(const char *path, const mb_budget *b, const char *summary) {
+  char x[32], y[32], z[32];
+  printf("model    %s\n", path);
+  if (b->device_memory)
+    printf("device   %s x %.2f = %s usable\n", mb_fmt_bytes(x, sizeof x, b->device_memory),
+           (double)b->usable_memory / (double)b->device_memory, mb_fmt_bytes(y, sizeof y, b->usable_memory));
+  else
+    printf("device   not given (--gpu or --device-memory)\n");
+  printf("batch    %lld%s", (long long)b->batch_size, b->solved ? " (solved: the largest that fits)" : "");
+  if (b->grad_accumulation > 1)
+    printf(" x %lld accumulation steps = %lld per optimizer step", (long long)b->grad_accumulation,
+           (long long)(b->batch_size * b->grad_accumulation));
+  printf("\n\n");
+  mb_table t;
+  mb_table_init(&t, "lrrr");
+  const char *head[] = {"component", "bytes", "", "share"};
+  mb_table_row(&t, head);
+  mb_table_rule(&t);
+  uint64_t total = b->device_peak;
+  row persistent[] = {
+    {"parameters (trainable)", b->params_trainable}, {"parameters (frozen)", b->params_frozen},
+    {"embeddings", b->embeddings}, {"buffers", b->buffers}, {"gradients", b->gradients},
+    {"optimizer states", b->optimizer_states}, {"master weights", b->master_weights},
+    {"EMA copy", b->ema}, {"teacher weights", b->teacher_weights}, {"cuBLAS workspaces", b->workspace},
+  };
+  for (size_t i = 0; i < sizeof persistent / sizeof persistent[0]; i++)
+    if (persistent[i].bytes || i < 2) add_row(&t, persistent[i].label, persistent[i].bytes, total);
+  add_row(&t, "static total", b->static_bytes, total);
+  mb_table_rule(&t);
+  add_row(&t, "input batch and targets", b->inputs, total);
+  add_row(&t, "activations kept at end of forward", b->activations, total);
+  if (b->teacher_activations) add_row(&t, "teacher forward (transient)", b->teacher_activations, total);
+  add_row(&t, "dynamic part of the peak", b->dynamic_peak, total);
+  add_row(&t, "  per sample", b->dynamic_per_sample, 0);
+  mb_table_rule(&t);
+  add_row(&t, "forward peak", b->forward_peak, total);
+  add_row(&t, "backward peak", b->backward_peak, total);
+  add_row(&t, "optimizer step peak", b->optimizer_peak, total);
+  add_row(&t, "first step peak", b->first_step_peak, total);
+  mb_table_rule(&t);
+  add_row(&t, "allocated peak", b->allocated_peak, total);
+  add_row(&t, "fragmentation allowance", b->fragmentation, total);
+  add_row(&t, "reserved peak", b->reserved_peak, total);
+  add_row(&t, "CUDA context", b->context, total);
+  add_row(&t, "device peak", b->device_peak, total);
+  mb_table_print(&t, stdout, "");
+  mb_table_free(&t);
+  printf("\npeak in %s; ", mb_phase_name(b->peak_phase));
+  if (b->fits < 0) printf("no device memory given\n");
+  else if (b->fits) printf("fits with %s to spare\n", mb_fmt_bytes(z, sizeof z, (uint64_t)b->available));
+  else printf("does NOT fit: short by %s\n", mb_fmt_bytes(z, sizeof z, (uint64_t)(-b->available)));
+  printf("%s\n", summary);
+}
+
+/* "does not fit" on stderr with the shortfall and the biggest parts at the peak. */
+static void explain_no_fit(const mb_budget *b) {
+  char x[32], y[32], z[32];
+  fprintf(stderr, "membudget: does not fit %s batch %lld: device peak %s > usable %s (short by %s)\n",
+          b->solved ? "even at the minimum" : "at", (long long)b->batch_size,
+          mb_fmt_bytes(x, sizeof x, b->device_peak), mb_fmt_bytes(y, sizeof y, b->usable_memory),
+          mb_fmt_bytes(z, sizeof z, (uint64_t)(-b->available)));
+  int order[MB_CAT_COUNT];
+  for (int c = 0; c < MB_CAT_COUNT; c++) order[c] = c;
+  for (int i = 0; i < MB_CAT_COUNT; i++)
+    for (int j = i + 1; j < MB_CAT_COUNT; j++)
+      if (b->at_peak[order[j]] > b->at_peak[order[i]]) {
+        int t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+      }
+  fprintf(stderr, "membudget: biggest parts at the peak:");
+  for (int i = 0; i < 3 && b->at_peak[order[i]]; i++)
+    fprintf(stderr, "%s %s %s", i ? "," : "", mb_category_name(order[i]), mb_fmt_bytes(x, sizeof x, b->at_peak[order[i]]));
+  fprintf(stderr, ", CUDA context %s\n", mb_fmt_bytes(x, sizeof x, b->context));
+}
+
+static int set(mb_setup *s, const char *flag, const char *key, const char *value) {
+  if (mb_setup_set(s, key, value) != MB_OK) return mb_cli_usage_error("%s: %s", flag, mb_setup_errmsg(s));
+  return MB_EXIT_OK;
+}
+
+int mb_cmd_estimate(int argc, char **argv) {
+  const char *path = NULL, *teacher_path = NULL;
+  int json = 0, trace = 0, rc = MB_EXIT_OK;
+  mb_setup *setup = NULL;
+  if (mb_setup_create(&setup) != MB_OK) return MB_EXIT_INPUT;
+  for (int i = 1; i < argc && rc == MB_EXIT_OK; i++) {
+    const char *a = argv[i];
+    bool done = false;
+    for (size_t k = 0; k < sizeof value_flags / sizeof value_flags[0] && !done; k++)
+      if (!strcmp(a, value_flags[k].flag)) {
+        done = true;
+        if (i + 1 >= argc) rc = mb_cli_usage_error("%s needs a value", a);
+        else rc = set(setup, a, value_flags[k].key, argv[++i]);
+      }
+    for (size_t k = 0; k < sizeof switch_flags / sizeof switch_flags[0] && !done; k++)
+      if (!strcmp(a, switch_flags[k].flag)) {
+        done = true;
+        rc = set(setup, a, switch_flags[k].key, "1");
+      }
+    if (done) continue;
+    if (!strcmp(a, "--json")) json = 1;
+    else if (!strcmp(a, "--trace")) trace = 1;
+    else if (!strcmp(a, "--teacher")) {
+      if (i + 1 >= argc) rc = mb_cli_usage_error("--teacher needs a model");
+      else teacher_path = argv[++i];
+    } else if (!strcmp(a, "--batch")) {
+      char *end = NULL;
+      long long b = i + 1 < argc ? strtoll(argv[i + 1], &end, 10) : 0;
+      if (i + 1 >= argc || !*argv[i + 1] || *end || b < 1 || mb_setup_set_batch(setup, b) != MB_OK)
+        rc = mb_cli_usage_error("--batch needs an integer >= 1");
+      i++;
+    } else if (!strcmp(a, "--batch-dim")) {
+      if (i + 1 >= argc || mb_setup_set_batch_dim(setup, argv[i + 1]) != MB_OK)
+        rc = mb_cli_usage_error("--batch-dim needs a dim name");
+      i++;
+    } else if (!strcmp(a, "--dim")) {
+      if (i + 1 >= argc) rc = mb_cli_usage_error("--dim needs NAME=VALUE");
+      else rc = mb_cli_parse_dim(setup, argv[++i]);
+    } else if (!strcmp(a, "--freeze") || !strcmp(a, "--trainable")) {
+      if (i + 1 >= argc) rc = mb_cli_usage_error("%s needs a glob", a);
+      else if ((a[2] == 'f' ? mb_setup_add_freeze(setup, argv[i + 1]) : mb_setup_add_trainable(setup, argv[i + 1])) != MB_OK)
+        rc = mb_cli_usage_error("%s: %s", a, mb_setup_errmsg(setup));
+      i++;
+    } else if (a[0] == '-' && a[1]) {
+      rc = mb_cli_usage_error("estimate: unknown option '%s'", a);
+    } else if (path) {
+      rc = mb_cli_usage_error("estimate: more than one model given");
+    } else {
+      path = a;
+    }
+  }
+  if (rc == MB_EXIT_OK && !path) rc = mb_cli_usage_error("estimate: no model given");
+  if (rc == MB_EXIT_OK && trace && !json) rc = mb_cli_usage_error("--trace goes with --json");
+  if (rc != MB_EXIT_OK) {
+    mb_setup_free(setup);
+    return rc;
+  }
+  mb_model *m = NULL, *teacher = NULL;
+  mb_budget b = {.struct_size = sizeof b};
+  char *doc = NULL;
+  if (mb_model_load_file(path, &m) != MB_OK) {
+    fprintf(stderr, "membudget: %s\n", mb_model_errmsg(m));
+    rc = MB_EXIT_INPUT;
+  } else if (teacher_path && mb_model_load_file(teacher_path, &teacher) != MB_OK) {
+    fprintf(stderr, "membudget: teacher: %s\n", mb_model_errmsg(teacher));
+    rc = MB_EXIT_INPUT;
+  } else if (mb_setup_set_teacher(setup, teacher), mb_estimate(m, setup, &b) != MB_OK) {
+    fprintf(stderr, "membudget: %s: %s\n", path, mb_setup_errmsg(setup));
+    rc = MB_EXIT_INPUT;
+  } else if (json && mb_estimate_json(m, setup, trace, &doc) != MB_OK) {
+    fprintf(stderr, "membudget: %s: %s\n", path, mb_setup_errmsg(setup));
+    rc = MB_EXIT_INPUT;
+  } else {
+    char summary[512];
+    mb_budget_summary(&b, summary, sizeof summary);
+    if (json) fputs(doc, stdout);
+    else print_human(path, &b, summary);
+    if (b.fits == 0) {
+      explain_no_fit(&b);
+      rc = MB_EXIT_NO_FIT;
+    }
+  }
+  mb_free(doc);
+  mb_model_free(teacher);
+  mb_model_free(m);
+  mb_setup_free(setup);
+  return rc;
+}
+
+int mb_cmd_gpus(int argc, char **argv) {
+  (void)argv;
+  if (argc > 1) return mb_cli_usage_error("gpus takes no arguments");
+  mb_table t;
+  mb_table_init(&t, "lrl");
+  const char *head[] = {"name", "memory", "description"};
+  mb_table_row(&t, head);
+  for (size_t i = 0; i < mb_gpu_num(); i++) {
+    const char *name, *desc;
+    uint64_t mem;
+    char b[32];
+    mb_gpu_get(i, &name, &desc, &mem);
+    const char *cells[] = {name, mb_fmt_bytes(b, sizeof b, mem), desc};
+    mb_table_row(&t, cells);
+  }
+  mb_table_print(&t, stdout, "");
+  mb_table_free(&t);
+  return MB_EXIT_OK;
+}

@@ -1,0 +1,306 @@
+/* Pattern fusion (see fuse.h). Matchers work on structure, not on constant values: a pattern
+ * is accepted when its internal tensors are read only inside it and the other inputs are
+ * scalars or weights. Elementwise "islands" grown from one input cover GELU (erf and tanh
+ * forms), SiLU, decomposed LayerNorm and RMSNorm whatever order the exporter wrote them in. */
+#include "passes/fuse.h"
+
+#include <string.h>
+
+typedef struct matcher {
+  const mb_graph *g;
+  const mb_tinfo *t;
+  int32_t *first_use;  /* per value: CSR offsets into uses */
+  int32_t *uses;       /* consumer node per (value, use) */
+  int32_t *group_of;
+  mb_fused *groups;
+  int32_t n_groups, cap;
+} matcher;
+
+static bool is(const mb_node *n, const char *op) { return !strcmp(n->op_type, op) && !n->domain[0]; }
+
+static int32_t n_consumers(const matcher *m, int32_t v) {
+  return m->first_use[v + 1] - m->first_use[v];
+}
+
+/* The one node reading v, or -1 (also when a subgraph captures v or it is a graph output). */
+static int32_t sole_consumer(const matcher *m, int32_t v) {
+  if (v < 0 || n_consumers(m, v) != 1 || m->g->values[v].num_uses != 1) return -1;
+  for (int32_t i = 0; i < m->g->n_outputs; i++)
+    if (m->g->outputs[i] == v) return -1;
+  int32_t k = m->uses[m->first_use[v]];
+  return m->group_of[k] < 0 ? k : -1;
+}
+
+static uint64_t numel(const matcher *m, int32_t v) {
+  if (v < 0 || m->t[v].rank < 0) return UINT64_MAX;
+  return mb_tinfo_numel(&m->t[v]);
+}
+
+static bool is_scalar(const matcher *m, int32_t v) { return numel(m, v) <= 1; }
+
+/* A weight, or a view of one (Unsqueeze/Reshape/Transpose of an initializer). */
+static bool is_weight(const matcher *m, int32_t v) {
+  for (int depth = 0; v >= 0 && depth < 4; depth++) {
+    const mb_value *val = &m->g->values[v];
+    if (val->kind == MB_VALUE_INITIALIZER) return true;
+    if (val->kind != MB_VALUE_NODE_OUTPUT) return false;
+    const mb_node *p = &m->g->nodes[val->producer];
+    if (is(p, "Constant")) return true;
+    if (!is(p, "Unsqueeze") && !is(p, "Reshape") && !is(p, "Transpose") && !is(p, "Cast")) return false;
+    v = p->inputs[0];
+  }
+  return false;
+}
+
+static bool is_float(const matcher *m, int32_t v) {
+  int32_t d = m->t[v].dtype;
+  return d == MB_DTYPE_FLOAT || d == MB_DTYPE_FLOAT16 || d == MB_DTYPE_BFLOAT16 || d == MB_DTYPE_DOUBLE;
+}
+
+static void add_input(mb_fused *f, int32_t v) {
+  if (v < 0) return;
+  for (int32_t i = 0; i < f->n_in; i++)
+    if (f->in[i] == v) return;
+  if (f->n_in < MB_FUSED_MAX_IN) f->in[f->n_in++] = v;
+}
+
+static int commit(matcher *m, mb_fused *f, const int32_t *members, int32_t n) {
+  if (f->n_in >= MB_FUSED_MAX_IN) return 0; /* too many inputs to describe: leave it unfused */
+  if (m->n_groups == m->cap) return 0;
+  int32_t id = m->n_groups++;
+  f->n_members = n;
+  m->groups[id] = *f;
+  for (int32_t i = 0; i < n; i++) m->group_of[members[i]] = id;
+  return 1;
+}
+
+/* ---- attention: MatMul(q, kT) [scale] [mask] Softmax [Dropout] MatMul(., v) ---- */
+static void match_attention(matcher *m, int32_t k) {
+  const mb_graph *g = m->g;
+  const mb_node *mm1 = &g->nodes[k];
+  if (!is(mm1, "MatMul") || mm1->n_inputs != 2 || is_weight(m, mm1->inputs[1])) return;
+  if (m->t[mm1->outputs[0]].rank < 3) return;
+  int32_t members[8] = {k}, n = 1, extra[4], n_extra = 0;
+  int32_t cur = mm1->outputs[0], c = sole_consumer(m, cur);
+  enum { SCALE, MASK, SOFTMAX, DROPOUT, DONE } stage = SCALE;
+  int32_t mm2 = -1;
+  while (c >= 0 && n < 8 && mm2 < 0) {
+    const mb_node *x = &g->nodes[c];
+    int32_t other = -1;
+    if (stage <= SCALE && (is(x, "Div") || is(x, "Mul")) && x->n_inputs == 2) {
+      other = x->inputs[0] == cur ? x->inputs[1] : x->inputs[0];
+      if (!is_scalar(m, other)) return;
+      stage = MASK;
+    } else if (stage <= MASK && (is(x, "Add") || is(x, "Where"))) {
+      for (int32_t i = 0; i < x->n_inputs; i++)
+        if (x->inputs[i] != cur && n_extra < 4) extra[n_extra++] = x->inputs[i];
+      stage = SOFTMAX;
+    } else if (is(x, "Cast")) {
+      /* an upcast around the softmax (softmax(dtype=float32)) */
+    } else if (stage <= SOFTMAX && is(x, "Softmax")) {
+      stage = DROPOUT;
+    } else if (stage == DROPOUT && is(x, "Dropout")) {
+      if (x->n_outputs > 1 && x->outputs[1] >= 0 && n_consumers(m, x->outputs[1]) > 0) return;
+      for (int32_t i = 1; i < x->n_inputs; i++)
+        if (x->inputs[i] >= 0 && n_extra < 4) extra[n_extra++] = x->inputs[i];
+      stage = DONE;
+    } else if (stage >= DROPOUT && is(x, "MatMul") && x->inputs[0] == cur) {
+      mm2 = c;
+    } else {
+      return;
+    }
+    if (other >= 0 && n_extra < 4) extra[n_extra++] = other;
+    members[n++] = c;
+    if (mm2 >= 0) break;
+    cur = x->outputs[0];
+    c = sole_consumer(m, cur);
+  }
+  if (mm2 < 0) return;
+  mb_fused f = {.kind = MB_G_FUSED_ATTENTION, .last = mm2, .out = g->nodes[mm2].outputs[0],
+                .stats_ref = -1};
+  add_input(&f, mm1->inputs[0]);
+  add_input(&f, mm1->inputs[1]);
+  add_input(&f, g->nodes[mm2].inputs[1]);
+  if (f.n_in != 3) return; /* q, k and v must be distinct tensors */
+  for (int32_t i = 0; i < n_extra; i++) add_input(&f, extra[i]);
+  commit(m, &f, members, n);
+}
+
+/* ---- linear: MatMul(x, W or W^T) + Add(bias), as nn.Linear on a 3-D input exports ---- */
+static void match_linear(matcher *m, int32_t k) {
+  const mb_graph *g = m->g;
+  const mb_node *mm = &g->nodes[k];
+  if (!is(mm, "MatMul") || mm->n_inputs != 2) return;
+  int32_t w = mm->inputs[1];
+  if (!is_weight(m, w) || m->t[w].rank != 2) return;
+  int32_t a = sole_consumer(m, mm->outputs[0]);
+  if (a < 0 || !is(&g->nodes[a], "Add") || g->nodes[a].n_inputs != 2) return;
+  const mb_node *add = &g->nodes[a];
+  int32_t b = add->inputs[0] == mm->outputs[0] ? add->inputs[1] : add->inputs[0];
+  if (!is_weight(m, b) || m->t[b].rank != 1) return;
+  mb_fused f = {.kind = MB_G_FUSED_LINEAR, .last = a, .out = add->outputs[0], .stats_ref = -1};
+  add_input(&f, mm->inputs[0]);
+  add_input(&f, w);
+  add_input(&f, b);
+  int32_t members[2] = {k, a};
+  commit(m, &f, members, 2);
+}
+
+/* ---- group norm as torch.onnx writes it: Reshape InstanceNorm Reshape Mul Add ---- */
+static void match_group_norm(matcher *m, int32_t k) {
+  const mb_graph *g = m->g;
+  const mb_node *r1 = &g->nodes[k];
+  if (!is(r1, "Reshape")) return;
+  int32_t in = sole_consumer(m, r1->outputs[0]);
+  if (in < 0 || !is(&g->nodes[in], "InstanceNormalization")) return;
+  int32_t r2 = sole_consumer(m, g->nodes[in].outputs[0]);
+  if (r2 < 0 || !is(&g->nodes[r2], "Reshape")) return;
+  int32_t mul = sole_consumer(m, g->nodes[r2].outputs[0]);
+  if (mul < 0 || !is(&g->nodes[mul], "Mul")) return;
+  int32_t add = sole_consumer(m, g->nodes[mul].outputs[0]);
+  if (add < 0 || !is(&g->nodes[add], "Add")) return;
+  mb_fused f = {.kind = MB_G_FUSED_GROUPNORM, .last = add, .out = g->nodes[add].outputs[0],
+                .stats_ref = r1->outputs[0]};
+  int32_t members[5] = {k, in, r2, mul, add};
+  add_input(&f, r1->inputs[0]);
+  for (int32_t i = 0; i < 5; i++) {
+    const mb_node *x = &g->nodes[members[i]];
+    for (int32_t j = 0; j < x->n_inputs; j++) {
+      int32_t v = x->inputs[j];
+      bool internal = false;
+      for (int32_t q = 0; q < i; q++) internal |= g->nodes[members[q]].outputs[0] == v;
+      if (!internal) add_input(&f, v);
+    }
+  }
+  commit(m, &f, members, 5);
+}
+
+/* ---- elementwise islands: GELU, SiLU, LayerNorm, RMSNorm ---- */
+static const char *const island_ops[] = {"Mul", "Add", "Sub", "Div", "Pow", "Erf", "Tanh", "Sqrt",
+                                         "Reciprocal", "ReduceMean", "Sigmoid", "Cast"};
+enum { I_MUL, I_ADD, I_SUB, I_DIV, I_POW, I_ERF, I_TANH, I_SQRT, I_RECIP, I_MEAN, I_SIGMOID,
+       I_CAST, I_N };
+#define ISLAND_MAX 14
+#define ISLAND_WINDOW 48
+
+static int island_op(const mb_node *n) {
+  if (n->domain[0] || n->n_outputs != 1) return -1;
+  for (int i = 0; i < I_N; i++)
+    if (!strcmp(n->op_type, island_ops[i])) return i;
+  return -1;
+}
+
+static bool in_list(const int32_t *v, int32_t n, int32_t x) {
+  for (int32_t i = 0; i < n; i++)
+    if (v[i] == x) return true;
+  return false;
+}
+
+static void match_island(matcher *m, int32_t x, int32_t start) {
+  const mb_graph *g = m->g;
+  if (!is_float(m, x) || is_weight(m, x)) return;
+  int32_t members[ISLAND_MAX], n = 0, internal[ISLAND_MAX], count[I_N] = {0};
+  int32_t since = 0;
+  for (int32_t k = start; k < g->n_nodes && n < ISLAND_MAX && since < ISLAND_WINDOW; k++, since++) {
+    const mb_node *node = &g->nodes[k];
+    if (m->group_of[k] >= 0) continue;
+    int op = island_op(node);
+    bool touches = false, ok = op >= 0;
+    for (int32_t i = 0; i < node->n_inputs; i++) {
+      int32_t v = node->inputs[i];
+      bool inside = v == x || in_list(internal, n, v);
+      touches |= inside;
+      if (!inside && v >= 0 && !is_scalar(m, v) && !is_weight(m, v)) ok = false;
+    }
+    if (!touches) continue;
+    if (!ok) continue; /* another reader of x or of an internal value: checked below */
+    members[n] = k;
+    internal[n] = node->outputs[0];
+    count[op]++;
+    n++;
+    since = 0;
+  }
+  /* Shrink from the end until exactly the last member's output leaves the island. */
+  while (n >= 2) {
+    bool closed = true;
+    for (int32_t i = 0; i < n - 1 && closed; i++) {
+      int32_t v = internal[i];
+      int32_t inside = 0;
+      for (int32_t u = m->first_use[v]; u < m->first_use[v + 1]; u++)
+        inside += in_list(members, n, m->uses[u]);
+      closed = inside == n_consumers(m, v) && g->values[v].num_uses == inside && inside > 0;
+      for (int32_t o = 0; o < g->n_outputs && closed; o++) closed = g->outputs[o] != v;
+    }
+    if (closed) break;
+    count[island_op(&g->nodes[members[n - 1]])]--;
+    n--;
+  }
+  int32_t kind = -1;
+  if (n == 2 && count[I_SIGMOID] == 1 && count[I_MUL] == 1)
+    kind = MB_G_FUSED_SILU;
+  else if (n >= 4 && count[I_ERF] + count[I_TANH] == 1 && !count[I_MEAN] && !count[I_SIGMOID])
+    kind = MB_G_FUSED_GELU;
+  else if (count[I_MEAN] == 2 && count[I_SUB] == 1 && count[I_SQRT] + count[I_RECIP] >= 1)
+    kind = MB_G_FUSED_LAYERNORM;
+  else if (count[I_MEAN] == 1 && !count[I_SUB] && count[I_SQRT] + count[I_RECIP] >= 1)
+    kind = MB_G_FUSED_RMSNORM;
+  if (kind < 0) return;
+  /* SiLU: the Mul must read x and the sigmoid of x. */
+  if (kind == MB_G_FUSED_SILU) {
+    const mb_node *mul = &g->nodes[members[1]];
+    if (!is(mul, "Mul") || !is(&g->nodes[members[0]], "Sigmoid")) return;
+    if (!in_list(mul->inputs, mul->n_inputs, x)) return;
+  }
+  mb_fused f = {.kind = kind, .last = members[n - 1], .out = internal[n - 1], .stats_ref = -1};
+  add_input(&f, x);
+  for (int32_t i = 0; i < n; i++) {
+    const mb_node *node = &g->nodes[members[i]];
+    for (int32_t j = 0; j < node->n_inputs; j++)
+      if (!in_list(internal, n, node->inputs[j])) add_input(&f, node->inputs[j]);
+  }
+  commit(m, &f, members, n);
+}
+
+int mb_fuse(const mb_graph *g, const mb_tinfo *t, bool fuse_attention, mb_arena *a, mb_fusion *out) {
+  memset(out, 0, sizeof *out);
+  matcher m = {.g = g, .t = t};
+  m.first_use = mb_arena_array(a, (size_t)g->n_values + 2, sizeof(int32_t));
+  m.group_of = mb_arena_array(a, (size_t)g->n_nodes + 1, sizeof(int32_t));
+  m.cap = g->n_nodes + 1;
+  m.groups = mb_arena_array(a, (size_t)m.cap, sizeof(mb_fused));
+  int64_t total = 0;
+  for (int32_t k = 0; k < g->n_nodes; k++) total += g->nodes[k].n_inputs;
+  m.uses = mb_arena_array(a, (size_t)total + 1, sizeof(int32_t));
+  if (!m.first_use || !m.group_of || !m.groups || !m.uses) return MB_E_NOMEM;
+  /* CSR of consumers per value */
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    for (int32_t i = 0; i < g->nodes[k].n_inputs; i++)
+      if (g->nodes[k].inputs[i] >= 0) m.first_use[g->nodes[k].inputs[i] + 1]++;
+  for (int32_t v = 0; v < g->n_values; v++) m.first_use[v + 1] += m.first_use[v];
+  int32_t *fill = mb_arena_array(a, (size_t)g->n_values + 1, sizeof(int32_t));
+  if (!fill) return MB_E_NOMEM;
+  memcpy(fill, m.first_use, (size_t)g->n_values * sizeof(int32_t));
+  for (int32_t k = 0; k < g->n_nodes; k++) {
+    m.group_of[k] = -1;
+    for (int32_t i = 0; i < g->nodes[k].n_inputs; i++) {
+      int32_t v = g->nodes[k].inputs[i];
+      if (v >= 0) m.uses[fill[v]++] = k;
+    }
+  }
+  if (fuse_attention)
+    for (int32_t k = 0; k < g->n_nodes; k++)
+      if (m.group_of[k] < 0) match_attention(&m, k);
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    if (m.group_of[k] < 0) match_linear(&m, k);
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    if (m.group_of[k] < 0) match_group_norm(&m, k);
+  /* islands grow from each node's output (and from graph inputs, at node 0) */
+  for (int32_t i = 0; i < g->n_inputs; i++) match_island(&m, g->inputs[i], 0);
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    if (m.group_of[k] < 0 && g->nodes[k].n_outputs >= 1 && g->nodes[k].outputs[0] >= 0)
+      match_island(&m, g->nodes[k].outputs[0], k + 1);
+  out->group_of = m.group_of;
+  out->groups = m.groups;
+  out->n_groups = m.n_groups;
+  return MB_OK;
+}

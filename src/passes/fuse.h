@@ -1,0 +1,36 @@
+/* Pattern fusion: decomposed ONNX subgraphs that PyTorch ran as one op (GELU, SiLU, LayerNorm,
+ * RMSNorm, GroupNorm, Linear, attention) are recognised so the simulation charges the fused
+ * op's saved tensors, not the sum over the pieces (docs/training-memory-model.md 2.3). */
+#ifndef MB_PASSES_FUSE_H
+#define MB_PASSES_FUSE_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "graph/graph.h"
+#include "ops/op.h"
+#include "util/arena.h"
+
+#define MB_FUSED_MAX_IN 8
+
+typedef struct mb_fused {
+  int32_t kind;        /* mb_grad_id of the fused op */
+  int32_t last;        /* member node where it runs (the one producing `out`) */
+  int32_t n_in;
+  int32_t in[MB_FUSED_MAX_IN]; /* external inputs, the primary one(s) first */
+  int32_t out;         /* the value it produces */
+  int32_t stats_ref;   /* value whose shape sizes its statistics (-1: the primary input) */
+  int32_t n_members;
+} mb_fused;
+
+typedef struct mb_fusion {
+  int32_t *group_of;   /* per node of the main graph: index into groups, or -1 */
+  mb_fused *groups;
+  int32_t n_groups;
+} mb_fusion;
+
+/* Find the patterns in the main graph. t: inferred shapes (for scalar checks). Attention is
+ * fused only when fuse_attention (the eager kernel materialises the scores, so it stays as
+ * the exported nodes). Memory from the arena. */
+int mb_fuse(const mb_graph *g, const mb_tinfo *t, bool fuse_attention, mb_arena *a,
+            mb_fusion *out);
+#endif

@@ -1,0 +1,78 @@
+/* Internal state of plan building, shared by plan.c (logical nodes: what each op reads,
+ * writes and keeps) and emit.c (the event program of a step). */
+#ifndef MB_SIM_BUILD_H
+#define MB_SIM_BUILD_H
+#include "graph/graph.h"
+#include "ops/grad.h"
+#include "ops/op.h"
+#include "passes/fuse.h"
+#include "sim/plan.h"
+#include "util/arena.h"
+
+#define MB_LN_MAX_SAVED 12
+
+/* A logical node: one ONNX node, or one fused pattern run at its last member. */
+typedef struct mb_lnode {
+  int32_t node;           /* ONNX node index (the last member of a fused pattern) */
+  int32_t rule;           /* mb_grad_id */
+  const mb_grad_rule *r;
+  int32_t n_in, n_out;
+  const int32_t *in;      /* value indices, -1 for omitted */
+  const int32_t *out;
+  int32_t *in_slot;       /* storage each input is read from (a cast copy where autocast casts) */
+  int32_t *cast_slot;     /* per input: the cast/contiguous copy this node made, or -1 */
+  int32_t *out_slot;      /* per output: its storage (-1 omitted) */
+  bool *out_new;          /* per output: a storage this node allocates (not a view) */
+  int32_t stats_slot;     /* fp32 statistics / masks / indices kept for backward, or -1 */
+  int32_t saved[MB_LN_MAX_SAVED];
+  int32_t n_saved;
+  bool record;            /* autograd records it: some input requires grad */
+  int32_t segment;        /* activation-checkpoint segment, or -1 */
+  int32_t stats_ref;
+} mb_lnode;
+
+typedef struct wcache {
+  int32_t weight_slot, copy_slot;
+} wcache;
+
+typedef struct mb_model_state {
+  const mb_model *m;
+  const mb_graph *g;
+  const mb_tinfo *t;      /* plan-time shapes (batch 2) for structure decisions */
+  mb_shapes *shapes;
+  int32_t *slot_of;       /* per value: storage slot, or -1 */
+  int32_t *rt;            /* per value: dtype on the device under the precision */
+  bool *rg;               /* per value: requires grad */
+  bool *host;             /* per value: a host value in PyTorch (shapes, Python scalars) */
+  bool *trainable_init;   /* per value: an initializer that trains */
+  const int32_t **perm;   /* per value: a permuted view's dims order, or NULL */
+  mb_lnode *ln;
+  int32_t n_ln;
+  mb_fusion fusion;
+  wcache *wc;             /* autocast weight copies made during forward */
+  int32_t n_wc;
+} mb_model_state;
+
+typedef struct mb_builder {
+  mb_plan *p;
+  const mb_setup *s;
+  const mb_train *tr;
+  mb_diag *d;
+  mb_arena a;             /* scratch for building */
+  mb_model_state ms[2];   /* the model, the teacher */
+  int32_t low;            /* fp16/bf16 dtype of the precision, 0 under fp32 */
+  bool amp, pure;
+  int32_t loss_out;       /* the model output the loss reads */
+  int loss;               /* enum mb_loss, resolved */
+  int8_t class_axis;
+  int32_t n_segments;
+} mb_builder;
+
+/* plan.c */
+int mb_slot_new(mb_builder *b, int model, int rule, int category, int32_t ref, int32_t dtype,
+                const char *name);
+int mb_build_lnodes(mb_builder *b, int model);
+#define MB_PERSISTENT (1 << 30)
+/* emit.c */
+int mb_emit_step(mb_builder *b);
+#endif

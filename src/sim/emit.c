@@ -1,0 +1,556 @@
+/* Plan building, part two: the event program of one steady-state training step.
+ *   setup      weights, buffers, optimizer states, master/EMA/teacher copies, workspaces, batch
+ *   teacher    the teacher's forward without grad (its outputs stay for the loss)
+ *   forward    outputs allocated; a storage is freed when its last reader ran unless a
+ *              recorded node keeps it for backward (or a checkpoint segment keeps its input)
+ *   loss       cross-entropy / MSE on the chosen output
+ *   backward   reverse order: input grads allocated, kept tensors and the consumed output
+ *              grad released; parameter grads stay; checkpointed segments are recomputed first
+ *   optimizer  the step's temporaries
+ * Storages are reference counted (slot.refs), so views and shared inputs free exactly once. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "budget/estimate.h"
+#include "sim/build.h"
+#include "sim/optim.h"
+
+typedef struct emitter {
+  mb_builder *b;
+  int phase;
+  int32_t *gslot;     /* student: per value, its gradient's storage (-1 none) */
+  int32_t *pgrad;     /* student: per value, the .grad of a trainable initializer */
+  int32_t *dup;       /* recompute: original slot -> recomputed slot (-1 none) */
+  int32_t dup_n;
+} emitter;
+
+static mb_slot *slot(emitter *e, int32_t s) { return &e->b->p->slots[s]; }
+
+static int ev(emitter *e, int alloc, int model, int32_t s, int32_t node) {
+  mb_plan *p = e->b->p;
+  if (s < 0 || p->slots[s].rule == MB_SZ_ZERO) return MB_OK;
+  if (p->n_ev == p->cap_ev) {
+    int32_t cap = p->cap_ev ? p->cap_ev * 2 : 4096;
+    mb_event_rec *grown = realloc(p->ev, (size_t)cap * sizeof *grown);
+    if (!grown) return mb_fail(e->b->d, MB_E_NOMEM, "out of memory");
+    p->ev = grown;
+    p->cap_ev = cap;
+  }
+  p->ev[p->n_ev++] = (mb_event_rec){(uint8_t)alloc, (uint8_t)e->phase, (uint8_t)model, s, node};
+  return MB_OK;
+}
+
+static void hold(emitter *e, int32_t s) {
+  if (s >= 0 && slot(e, s)->refs != MB_PERSISTENT) slot(e, s)->refs++;
+}
+
+static void release(emitter *e, int model, int32_t s, int32_t node) {
+  if (s < 0) return;
+  mb_slot *sl = slot(e, s);
+  if (sl->refs == MB_PERSISTENT || sl->refs <= 0) return;
+  if (--sl->refs == 0) ev(e, 0, model, s, node);
+}
+
+static int32_t map(const emitter *e, int32_t s) {
+  return e->dup && s >= 0 && s < e->dup_n && e->dup[s] >= 0 ? e->dup[s] : s;
+}
+
+static int32_t fresh(emitter *e, int model, int rule, int cat, int32_t ref, int32_t dtype, const char *name) {
+  int32_t s = mb_slot_new(e->b, model, rule, cat, ref, dtype, name);
+  if (s >= 0) slot(e, s)->refs = 1;
+  return s;
+}
+
+static int32_t fixed(emitter *e, int model, int cat, uint64_t bytes, const char *name, int persistent) {
+  int32_t s = mb_slot_new(e->b, model, MB_SZ_FIXED, cat, -1, 0, name);
+  if (s < 0) return -1;
+  slot(e, s)->fixed = bytes;
+  slot(e, s)->refs = persistent ? MB_PERSISTENT : 1;
+  ev(e, 1, model, s, -1);
+  return s;
+}
+
+/* ---- forward ---- */
+
+/* recompute: allocate mapped storages and release only those (outside inputs are held by the
+ * segment, not consumed) */
+static int forward_node(emitter *e, int model, const mb_lnode *ln, bool keep_saved, bool recompute) {
+  int32_t node = ln->node;
+  for (int32_t i = 0; i < ln->n_in; i++)
+    if (ln->cast_slot[i] >= 0) ev(e, 1, model, map(e, ln->cast_slot[i]), node);
+  for (int32_t j = 0; j < ln->n_out; j++)
+    if (ln->out_new[j]) ev(e, 1, model, map(e, ln->out_slot[j]), node);
+  if (ln->stats_slot >= 0) ev(e, 1, model, map(e, ln->stats_slot), node);
+  if (keep_saved)
+    for (int32_t k = 0; k < ln->n_saved; k++) hold(e, map(e, ln->saved[k]));
+  for (int32_t i = 0; i < ln->n_in; i++) {
+    int32_t s = ln->in_slot[i];
+    bool dup = false;
+    for (int32_t j = 0; j < i; j++) dup |= ln->in_slot[j] == s;
+    if (s < 0 || dup) continue;
+    if (!recompute || map(e, s) != s) release(e, model, map(e, s), node);
+  }
+  for (int32_t j = 0; j < ln->n_out; j++)
+    if (ln->out_new[j] && slot(e, map(e, ln->out_slot[j]))->refs == 0) ev(e, 0, model, map(e, ln->out_slot[j]), node);
+  if (ln->stats_slot >= 0 && slot(e, map(e, ln->stats_slot))->refs == 0) ev(e, 0, model, map(e, ln->stats_slot), node);
+  return e->b->d->status;
+}
+
+typedef struct segment {
+  int32_t first, last;  /* lnode range */
+  int32_t *inputs;      /* storages read from outside, kept for the recompute */
+  int32_t n_inputs;
+  bool recomputed;
+} segment;
+
+static bool produced_in(const mb_model_state *ms, const segment *sg, int32_t id, int32_t s) {
+  for (int32_t i = sg->first; i <= sg->last; i++) {
+    const mb_lnode *ln = &ms->ln[i];
+    if (ln->segment != id) continue;
+    for (int32_t j = 0; j < ln->n_out; j++)
+      if (ln->out_new[j] && ln->out_slot[j] == s) return true;
+    for (int32_t j = 0; j < ln->n_in; j++)
+      if (ln->cast_slot[j] == s) return true;
+  }
+  return false;
+}
+
+static int find_segments(emitter *e, segment **out) {
+  mb_builder *b = e->b;
+  const mb_model_state *ms = &b->ms[0];
+  segment *sg = mb_arena_array(&b->a, (size_t)b->n_segments + 1, sizeof(segment));
+  if (!sg) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  for (int32_t s = 0; s < b->n_segments; s++) sg[s].first = -1;
+  for (int32_t i = 0; i < ms->n_ln; i++) {
+    int32_t id = ms->ln[i].segment;
+    if (id < 0) continue;
+    if (sg[id].first < 0) sg[id].first = i;
+    sg[id].last = i;
+  }
+  for (int32_t id = 0; id < b->n_segments; id++) {
+    if (sg[id].first < 0) continue;
+    int32_t cap = 0;
+    for (int32_t i = sg[id].first; i <= sg[id].last; i++) cap += ms->ln[i].n_in;
+    sg[id].inputs = mb_arena_array(&b->a, (size_t)cap + 1, sizeof(int32_t));
+    if (!sg[id].inputs) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+    for (int32_t i = sg[id].first; i <= sg[id].last; i++) {
+      const mb_lnode *ln = &ms->ln[i];
+      if (ln->segment != id) continue;
+      for (int32_t j = 0; j < ln->n_in; j++) {
+        int32_t s = ln->in_slot[j];
+        if (s < 0 || slot(e, s)->refs == MB_PERSISTENT || slot(e, s)->rule == MB_SZ_ZERO) continue;
+        if (produced_in(ms, &sg[id], id, s)) continue;
+        bool seen = false;
+        for (int32_t k = 0; k < sg[id].n_inputs; k++) seen |= sg[id].inputs[k] == s;
+        if (!seen) sg[id].inputs[sg[id].n_inputs++] = s;
+      }
+    }
+  }
+  *out = sg;
+  return MB_OK;
+}
+
+/* Re-run a checkpointed segment's forward with saving on, into fresh storages. */
+static int recompute(emitter *e, segment *sg, int32_t id) {
+  mb_builder *b = e->b;
+  const mb_model_state *ms = &b->ms[0];
+  e->dup_n = b->p->n_slots;
+  e->dup = mb_arena_array(&b->a, (size_t)e->dup_n + 1, sizeof(int32_t));
+  if (!e->dup) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  memset(e->dup, 0xff, ((size_t)e->dup_n + 1) * sizeof(int32_t));
+  for (int32_t i = sg->first; i <= sg->last; i++) {
+    const mb_lnode *ln = &ms->ln[i];
+    if (ln->segment != id) continue;
+    int32_t made[24], n = 0;
+    for (int32_t j = 0; j < ln->n_in && n < 24; j++)
+      if (ln->cast_slot[j] >= 0) made[n++] = ln->cast_slot[j];
+    for (int32_t j = 0; j < ln->n_out && n < 24; j++)
+      if (ln->out_new[j]) made[n++] = ln->out_slot[j];
+    if (ln->stats_slot >= 0 && n < 24) made[n++] = ln->stats_slot;
+    for (int32_t k = 0; k < n; k++) {
+      mb_slot copy = *slot(e, made[k]);
+      int32_t s = mb_slot_new(b, 0, copy.rule, copy.category, copy.ref, copy.dtype, copy.name);
+      if (s < 0) return b->d->status;
+      *slot(e, s) = copy;
+      slot(e, s)->refs = 0;
+      if (made[k] < e->dup_n) e->dup[made[k]] = s;
+    }
+  }
+  for (int32_t i = sg->first; i <= sg->last; i++) {
+    const mb_lnode *ln = &ms->ln[i];
+    if (ln->segment != id) continue;
+    for (int32_t j = 0; j < ln->n_in; j++) {
+      int32_t s = ln->in_slot[j];
+      bool dup = false;
+      for (int32_t k = 0; k < j; k++) dup |= ln->in_slot[k] == s;
+      if (s >= 0 && !dup && map(e, s) != s) slot(e, map(e, s))->refs++;
+    }
+  }
+  for (int32_t i = sg->first; i <= sg->last; i++)
+    if (ms->ln[i].segment == id && forward_node(e, 0, &ms->ln[i], true, true) != MB_OK) return b->d->status;
+  sg->recomputed = true;
+  return MB_OK;
+}
+
+/* ---- backward ---- */
+
+static bool is_float_dtype(int32_t d) {
+  return d == MB_DTYPE_FLOAT || d == MB_DTYPE_FLOAT16 || d == MB_DTYPE_BFLOAT16 || d == MB_DTYPE_DOUBLE;
+}
+
+static void deliver(emitter *e, const mb_model_state *ms, int32_t v, int32_t c, int32_t node) {
+  if (ms->trainable_init[v]) {
+    if (e->pgrad[v] < 0) { /* AccumulateGrad steals the first gradient: it becomes .grad */
+      e->pgrad[v] = c;
+      slot(e, c)->refs = MB_PERSISTENT;
+      slot(e, c)->category = MB_CAT_GRADIENT;
+    } else {
+      release(e, 0, c, node); /* added into .grad in place */
+    }
+  } else if (e->gslot[v] < 0) {
+    e->gslot[v] = c;
+  } else {
+    release(e, 0, c, node); /* accumulated in place into the first gradient */
+  }
+}
+
+static bool shapes_equal(const mb_model_state *ms, int32_t a, int32_t b) {
+  const mb_tinfo *x = &ms->t[a], *y = &ms->t[b];
+  if (x->rank != y->rank || x->rank < 0) return false;
+  for (int32_t i = 0; i < x->rank; i++)
+    if (x->dims[i] != y->dims[i]) return false;
+  return true;
+}
+
+static int backward_node(emitter *e, const mb_lnode *ln) {
+  mb_builder *b = e->b;
+  const mb_model_state *ms = &b->ms[0];
+  const mb_grad_rule *r = ln->r;
+  int32_t node = ln->node, out0 = ln->n_out ? ln->out[0] : -1;
+  int32_t g0 = out0 >= 0 ? e->gslot[out0] : -1;
+  for (int32_t i = 0; i < ln->n_in; i++) {
+    int32_t v = ln->in[i];
+    if (v < 0 || !ms->rg[v] || !is_float_dtype(ms->t[v].dtype)) continue;
+    bool alias = g0 >= 0 && out0 >= 0 &&
+                 ((r->flags & MB_GF_GRAD_VIEW) ||
+                  ((r->flags & MB_GF_GRAD_SAME) && !(ln->rule == MB_G_SUB && i == 1) &&
+                   shapes_equal(ms, v, out0)));
+    int32_t c;
+    if (alias) {
+      c = g0;
+      hold(e, c);
+    } else {
+      int32_t tmp = -1;
+      if (ln->cast_slot[i] >= 0 || (ln->in_slot[i] >= 0 && ln->in_slot[i] != ms->slot_of[v] &&
+                                     slot(e, ln->in_slot[i])->dtype != ms->rt[v])) {
+        /* the grad arrives in the cast's dtype, then _to_copy's backward casts it back */
+        tmp = fresh(e, 0, MB_SZ_VALUE, MB_CAT_ACT_GRAD, v, slot(e, ln->in_slot[i])->dtype, "grad through autocast");
+        if (tmp < 0) return b->d->status;
+        ev(e, 1, 0, tmp, node);
+      }
+      int32_t base = ms->slot_of[v];
+      bool of_weight = base >= 0 && slot(e, base)->refs == MB_PERSISTENT;
+      c = fresh(e, 0, MB_SZ_VALUE, of_weight ? MB_CAT_GRADIENT : MB_CAT_ACT_GRAD, v, ms->rt[v],
+                b->ms[0].g->values[v].name);
+      if (c < 0) return b->d->status;
+      ev(e, 1, 0, c, node);
+      if (tmp >= 0) release(e, 0, tmp, node);
+    }
+    deliver(e, ms, v, c, node);
+  }
+  /* formula temporaries, alive together while the node runs */
+  int32_t tmps[4], n_tmp = 0;
+  for (int k = 0; k < r->bwd_tmp && k < 4 && ln->in[0] >= 0; k++) {
+    int32_t t = fresh(e, 0, MB_SZ_VALUE, MB_CAT_TEMPORARY, ln->in[0], ms->rt[ln->in[0]], "backward temporary");
+    if (t < 0) return b->d->status;
+    ev(e, 1, 0, t, node);
+    tmps[n_tmp++] = t;
+  }
+  for (int32_t k = 0; k < n_tmp; k++) release(e, 0, tmps[k], node);
+  for (int32_t k = 0; k < ln->n_saved; k++) release(e, 0, map(e, ln->saved[k]), node);
+  for (int32_t j = 0; j < ln->n_out; j++) {
+    int32_t o = ln->out[j];
+    if (o >= 0 && e->gslot[o] >= 0) {
+      release(e, 0, e->gslot[o], node);
+      e->gslot[o] = -1;
+    }
+  }
+  return b->d->status;
+}
+
+static bool has_grad(const emitter *e, const mb_lnode *ln) {
+  for (int32_t j = 0; j < ln->n_out; j++)
+    if (ln->out[j] >= 0 && e->gslot[ln->out[j]] >= 0) return true;
+  return false;
+}
+
+/* ---- loss ---- */
+
+typedef struct loss_state {
+  int32_t cast, logp, value, target;
+} loss_state;
+
+static int loss_forward(emitter *e, loss_state *ls) {
+  mb_builder *b = e->b;
+  const mb_model_state *ms = &b->ms[0];
+  int32_t y = b->loss_out, ys = ms->slot_of[y];
+  ls->cast = ls->logp = -1;
+  bool upcast = b->amp && ms->rt[y] != MB_DTYPE_FLOAT;
+  int32_t work = b->pure ? ms->rt[y] : MB_DTYPE_FLOAT;
+  if (b->loss == MB_LOSS_NONE) {
+    ls->value = ys;
+    return MB_OK;
+  }
+  if (upcast) {
+    ls->cast = fresh(e, 0, MB_SZ_VALUE, MB_CAT_TEMPORARY, y, MB_DTYPE_FLOAT, "loss input cast to fp32");
+    ev(e, 1, 0, ls->cast, -1);
+  }
+  if (b->loss == MB_LOSS_CE) {
+    ls->logp = fresh(e, 0, MB_SZ_VALUE, MB_CAT_ACTIVATION, y, work, "log_softmax (cross-entropy)");
+    ev(e, 1, 0, ls->logp, -1);
+    if (ls->cast >= 0) release(e, 0, ls->cast, -1);
+    ls->cast = -1;
+  }
+  ls->value = fresh(e, 0, MB_SZ_FIXED, MB_CAT_ACTIVATION, -1, work, "loss");
+  slot(e, ls->value)->fixed = (uint64_t)mb_dtype_bits(work) / 8;
+  ev(e, 1, 0, ls->value, -1);
+  return b->d->status;
+}
+
+static int loss_backward(emitter *e, loss_state *ls) {
+  mb_builder *b = e->b;
+  const mb_model_state *ms = &b->ms[0];
+  int32_t y = b->loss_out;
+  int32_t work = b->pure ? ms->rt[y] : MB_DTYPE_FLOAT;
+  int32_t seed = fresh(e, 0, MB_SZ_FIXED, MB_CAT_ACT_GRAD, -1, work, "grad of loss");
+  slot(e, seed)->fixed = (uint64_t)mb_dtype_bits(work) / 8;
+  ev(e, 1, 0, seed, -1);
+  if (b->loss == MB_LOSS_NONE) {
+    slot(e, seed)->rule = MB_SZ_VALUE;
+    slot(e, seed)->ref = y;
+    slot(e, seed)->dtype = ms->rt[y];
+    e->gslot[y] = seed;
+    return b->d->status;
+  }
+  int32_t g = seed;
+  if (b->loss == MB_LOSS_CE) { /* nll_loss_backward fills a full-size grad of the log-probs */
+    int32_t glogp = fresh(e, 0, MB_SZ_VALUE, MB_CAT_ACT_GRAD, y, work, "grad of log_softmax");
+    ev(e, 1, 0, glogp, -1);
+    release(e, 0, g, -1);
+    g = glogp;
+  }
+  int32_t gx = fresh(e, 0, MB_SZ_VALUE, MB_CAT_ACT_GRAD, y, work, "grad of loss input");
+  ev(e, 1, 0, gx, -1);
+  release(e, 0, g, -1);
+  if (ls->logp >= 0) release(e, 0, ls->logp, -1);
+  if (ls->cast >= 0) release(e, 0, ls->cast, -1);
+  release(e, 0, ls->value, -1);
+  if (ms->rt[y] != work) { /* back through the fp32 cast */
+    int32_t gy = fresh(e, 0, MB_SZ_VALUE, MB_CAT_ACT_GRAD, y, ms->rt[y], "grad of model output");
+    ev(e, 1, 0, gy, -1);
+    release(e, 0, gx, -1);
+    gx = gy;
+  }
+  e->gslot[y] = gx;
+  return b->d->status;
+}
+
+/* ---- setup and optimizer ---- */
+
+static uint64_t dtype_bytes(int32_t dtype, uint64_t numel) {
+  uint64_t bytes = 0;
+  mb_dtype_bytes(dtype, numel, &bytes);
+  return bytes;
+}
+
+static bool gemm_like(const mb_lnode *ln) {
+  return ln->r->amp == MB_AMP_LOW && ln->rule != MB_G_CONV;
+}
+
+static int emit_setup(emitter *e, loss_state *ls) {
+  mb_builder *b = e->b;
+  const mb_train *tr = b->tr;
+  mb_plan *p = b->p;
+  int32_t n_fixed = p->n_slots;
+  /* weights and buffers of both models, as bound by plan.c */
+  for (int32_t s = 0; s < n_fixed; s++)
+    if (p->slots[s].refs == MB_PERSISTENT && p->slots[s].category != MB_CAT_INPUT) ev(e, 1, p->slots[s].model, s, -1);
+  const mb_model_state *ms = &b->ms[0];
+  const mb_graph *g = ms->g;
+  uint64_t largest_teacher_layer = 0;
+  for (int32_t v = 0; v < g->n_values; v++) {
+    if (g->values[v].kind != MB_VALUE_INITIALIZER) continue;
+    const mb_const_tensor *ct = &g->inits[g->values[v].initializer];
+    int32_t dt = ms->rt[v];
+    if (ms->trainable_init[v]) {
+      int state_bytes = tr->master_weights && b->pure ? 4 : mb_dtype_bits(dt) / 8;
+      uint64_t st[4];
+      int n = mb_optim_states(tr->optimizer, ct->dims, ct->rank, ct->numel, state_bytes, st);
+      for (int k = 0; k < n; k++)
+        if (fixed(e, 0, MB_CAT_OPTIMIZER, st[k], "optimizer state", 1) < 0) return b->d->status;
+      if (tr->master_weights && b->pure && fixed(e, 0, MB_CAT_MASTER, ct->numel * 4, "fp32 master weight", 1) < 0)
+        return b->d->status;
+      if (tr->grad_accumulation > 1) {
+        int32_t s = fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, ct->numel), ct->name, 1);
+        if (s < 0) return b->d->status;
+        e->pgrad[v] = s;
+      }
+    }
+    if (tr->ema && !ms->host[v] && is_float_dtype(ct->dtype) &&
+        fixed(e, 0, MB_CAT_EMA, dtype_bytes(dt, ct->numel), "EMA copy", 1) < 0)
+      return b->d->status;
+  }
+  bool gemm = false;
+  for (int m = 0; m < 2; m++)
+    for (int32_t i = 0; i < b->ms[m].n_ln; i++) gemm |= gemm_like(&b->ms[m].ln[i]);
+  if (tr->teacher && tr->teacher_offload) {
+    const mb_model_state *ts = &b->ms[1];
+    for (int32_t k = 0; k < ts->g->n_nodes; k++) {
+      uint64_t layer = 0;
+      const mb_node *n = &ts->g->nodes[k];
+      for (int32_t i = 0; i < n->n_inputs; i++) {
+        int32_t v = n->inputs[i];
+        if (v >= 0 && ts->g->values[v].kind == MB_VALUE_INITIALIZER)
+          layer += dtype_bytes(ts->rt[v], ts->g->inits[ts->g->values[v].initializer].numel);
+      }
+      if (layer > largest_teacher_layer) largest_teacher_layer = layer;
+    }
+    if (fixed(e, 1, MB_CAT_TEACHER, largest_teacher_layer, "teacher layer on the device", 1) < 0) return b->d->status;
+  }
+  if (gemm) {
+    uint64_t ws = mb_train_workspace(tr);
+    /* forward GEMMs run on the main thread, backward ones on autograd's: two handles */
+    if (fixed(e, 0, MB_CAT_WORKSPACE, ws, "cuBLAS workspace (forward thread)", 1) < 0 ||
+        fixed(e, 0, MB_CAT_WORKSPACE, ws, "cuBLAS workspace (autograd thread)", 1) < 0)
+      return b->d->status;
+  }
+  for (int32_t i = 0; i < g->n_inputs; i++) ev(e, 1, 0, ms->slot_of[g->inputs[i]], -1);
+  ls->target = -1;
+  if (b->loss == MB_LOSS_CE || b->loss == MB_LOSS_MSE) {
+    bool ce = b->loss == MB_LOSS_CE;
+    int32_t y = b->loss_out;
+    ls->target = mb_slot_new(b, 0, ce ? MB_SZ_TARGET : MB_SZ_VALUE, MB_CAT_INPUT, y,
+                             ce ? MB_DTYPE_INT64 : ms->t[y].dtype, ce ? "targets (class indices)" : "targets");
+    if (ls->target < 0) return b->d->status;
+    slot(e, ls->target)->axis = b->class_axis;
+    slot(e, ls->target)->refs = MB_PERSISTENT;
+    ev(e, 1, 0, ls->target, -1);
+  }
+  return b->d->status;
+}
+
+static int emit_optimizer(emitter *e) {
+  mb_builder *b = e->b;
+  const mb_train *tr = b->tr;
+  const mb_optim_def *opt = mb_optim_get(tr->optimizer);
+  const mb_model_state *ms = &b->ms[0];
+  const mb_graph *g = ms->g;
+  bool master = tr->master_weights && b->pure;
+  /* foreach groups tensors by dtype; each group's lists are freed before the next group */
+  int32_t dtypes[4] = {MB_DTYPE_FLOAT, MB_DTYPE_FLOAT16, MB_DTYPE_BFLOAT16, MB_DTYPE_DOUBLE};
+  uint64_t largest = 0;
+  int32_t largest_dt = MB_DTYPE_FLOAT;
+  for (int k = 0; k < 4; k++) {
+    int32_t list[4096], n = 0;
+    for (int32_t v = 0; v < g->n_values && n < 4000; v++) {
+      if (!ms->trainable_init[v] || ms->rt[v] != dtypes[k]) continue;
+      uint64_t numel = g->inits[g->values[v].initializer].numel;
+      int32_t sdt = master ? MB_DTYPE_FLOAT : ms->rt[v];
+      if (numel > largest) {
+        largest = numel;
+        largest_dt = sdt;
+      }
+      if (master) { /* grads upcast to fp32 for the master step */
+        int32_t s = fixed(e, 0, MB_CAT_TEMPORARY, numel * 4, "fp32 gradient for the master step", 0);
+        if (s < 0) return b->d->status;
+        list[n++] = s;
+      }
+      for (int l = 0; l < opt->foreach_lists; l++) {
+        int32_t s = fixed(e, 0, MB_CAT_TEMPORARY, dtype_bytes(sdt, numel), "foreach intermediate", 0);
+        if (s < 0) return b->d->status;
+        list[n++] = s;
+      }
+    }
+    for (int32_t i = 0; i < n; i++) release(e, 0, list[i], -1);
+  }
+  int32_t tmps[4], n_tmp = 0;
+  for (int l = 0; l < opt->loop_temps && l < 4 && largest; l++) {
+    tmps[n_tmp] = fixed(e, 0, MB_CAT_TEMPORARY, dtype_bytes(largest_dt, largest), "optimizer temporary", 0);
+    if (tmps[n_tmp++] < 0) return b->d->status;
+  }
+  for (int32_t i = 0; i < n_tmp; i++) release(e, 0, tmps[i], -1);
+  return b->d->status;
+}
+
+int mb_emit_step(mb_builder *b) {
+  emitter e = {.b = b};
+  mb_model_state *ms = &b->ms[0];
+  const mb_graph *g = ms->g;
+  e.gslot = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(int32_t));
+  e.pgrad = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(int32_t));
+  if (!e.gslot || !e.pgrad) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  for (int32_t v = 0; v < g->n_values; v++) e.gslot[v] = e.pgrad[v] = -1;
+  loss_state ls = {0};
+  segment *sg = NULL;
+  if (find_segments(&e, &sg) != MB_OK) return b->d->status;
+
+  e.phase = MB_PHASE_SETUP;
+  if (emit_setup(&e, &ls) != MB_OK) return b->d->status;
+
+  if (b->tr->teacher) {
+    e.phase = MB_PHASE_TEACHER;
+    mb_model_state *ts = &b->ms[1];
+    for (int32_t i = 0; i < ts->g->n_outputs; i++) hold(&e, ts->slot_of[ts->g->outputs[i]]);
+    for (int32_t i = 0; i < ts->n_ln; i++)
+      if (forward_node(&e, 1, &ts->ln[i], false, false) != MB_OK) return b->d->status;
+  }
+
+  e.phase = MB_PHASE_FORWARD;
+  for (int32_t i = 0; i < g->n_outputs; i++) hold(&e, ms->slot_of[g->outputs[i]]);
+  for (int32_t i = 0; i < ms->n_ln; i++) {
+    const mb_lnode *ln = &ms->ln[i];
+    if (ln->segment >= 0 && sg[ln->segment].first == i)
+      for (int32_t k = 0; k < sg[ln->segment].n_inputs; k++) hold(&e, sg[ln->segment].inputs[k]);
+    if (forward_node(&e, 0, ln, ln->segment < 0, false) != MB_OK) return b->d->status;
+  }
+
+  e.phase = MB_PHASE_LOSS;
+  if (loss_forward(&e, &ls) != MB_OK) return b->d->status;
+  for (int32_t k = 0; k < ms->n_wc; k++) release(&e, 0, ms->wc[k].copy_slot, -1); /* autocast exits */
+
+  e.phase = MB_PHASE_BACKWARD;
+  if (loss_backward(&e, &ls) != MB_OK) return b->d->status;
+  if (b->tr->teacher) {
+    mb_model_state *ts = &b->ms[1];
+    for (int32_t i = 0; i < ts->g->n_outputs; i++) release(&e, 1, ts->slot_of[ts->g->outputs[i]], -1);
+  }
+  bool *done = mb_arena_array(&b->a, (size_t)ms->n_ln + 1, sizeof(bool));
+  if (!done) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  for (int32_t i = ms->n_ln - 1; i >= 0; i--) {
+    const mb_lnode *ln = &ms->ln[i];
+    int32_t id = ln->segment;
+    if (ln->record && has_grad(&e, ln)) {
+      if (id >= 0 && !sg[id].recomputed && recompute(&e, &sg[id], id) != MB_OK) return b->d->status;
+      if (id < 0) e.dup = NULL;
+      if (backward_node(&e, ln) != MB_OK) return b->d->status;
+      done[i] = true;
+    }
+    if (id >= 0 && sg[id].first == i) {
+      for (int32_t k = 0; k < sg[id].n_inputs; k++) release(&e, 0, sg[id].inputs[k], -1);
+      e.dup = NULL;
+    }
+  }
+  /* kept tensors of nodes whose backward never ran go when the graph is freed */
+  for (int32_t i = 0; i < ms->n_ln; i++)
+    if (ms->ln[i].record && !done[i] && ms->ln[i].segment < 0)
+      for (int32_t k = 0; k < ms->ln[i].n_saved; k++) release(&e, 0, ms->ln[i].saved[k], -1);
+  for (int32_t v = 0; v < g->n_values; v++)
+    if (e.gslot[v] >= 0) release(&e, 0, e.gslot[v], -1);
+  for (int32_t i = 0; i < g->n_outputs; i++) release(&e, 0, ms->slot_of[g->outputs[i]], -1);
+
+  e.phase = MB_PHASE_OPTIMIZER;
+  if (emit_optimizer(&e) != MB_OK) return b->d->status;
+  b->p->states_at_init = mb_optim_get(b->tr->optimizer)->states_at_init;
+  return b->d->status;
+}

@@ -1,0 +1,544 @@
+/* Plan building, part one: logical nodes. For each node (or fused pattern) of a model, in
+ * order: whether autograd records it, the dtype of every tensor under the precision, the
+ * autocast and contiguity copies it makes, the storage of each output (views share their
+ * input's), and the storages its backward keeps. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shape/infer.h"
+#include "sim/build.h"
+#include "util/glob.h"
+
+#define PERSISTENT MB_PERSISTENT
+
+int mb_slot_new(mb_builder *b, int model, int rule, int category, int32_t ref, int32_t dtype,
+                const char *name) {
+  mb_plan *p = b->p;
+  if (p->n_slots == p->cap_slots) {
+    int32_t cap = p->cap_slots ? p->cap_slots * 2 : 1024;
+    mb_slot *grown = realloc(p->slots, (size_t)cap * sizeof *grown);
+    if (!grown) {
+      mb_fail(b->d, MB_E_NOMEM, "out of memory");
+      return -1;
+    }
+    p->slots = grown;
+    p->cap_slots = cap;
+  }
+  mb_slot *sl = &p->slots[p->n_slots];
+  memset(sl, 0, sizeof *sl);
+  sl->model = (uint8_t)model;
+  sl->rule = (uint8_t)rule;
+  sl->category = (uint8_t)category;
+  sl->ref = ref;
+  sl->dtype = dtype;
+  sl->factor = 1;
+  sl->name = name;
+  return p->n_slots++;
+}
+
+static bool is_float_dtype(int32_t d) {
+  return d == MB_DTYPE_FLOAT || d == MB_DTYPE_FLOAT16 || d == MB_DTYPE_BFLOAT16 || d == MB_DTYPE_DOUBLE;
+}
+
+static uint64_t plan_numel(const mb_model_state *ms, int32_t v) {
+  if (v < 0 || ms->t[v].rank < 0) return UINT64_MAX;
+  return mb_tinfo_numel(&ms->t[v]);
+}
+
+static bool is_op(const mb_node *n, const char *op) { return !n->domain[0] && !strcmp(n->op_type, op); }
+
+/* The device dtype of a float tensor under a pure low-precision setup. */
+static int32_t device_dtype(const mb_builder *b, int32_t onnx) {
+  return b->pure && onnx == MB_DTYPE_FLOAT ? b->low : onnx;
+}
+
+/* ---- initializers and graph inputs ---- */
+
+static int category_of_role(int32_t role, int model) {
+  if (model == 1) return MB_CAT_TEACHER;
+  switch (role) {
+    case MB_ROLE_PARAMETER: return MB_CAT_PARAMETER;
+    case MB_ROLE_EMBEDDING: return MB_CAT_EMBEDDING;
+    default: return MB_CAT_BUFFER;
+  }
+}
+
+static int bind_leaves(mb_builder *b, int model) {
+  mb_model_state *ms = &b->ms[model];
+  const mb_graph *g = ms->g;
+  int32_t *role = mb_arena_array(&b->a, (size_t)g->n_inits + 1, sizeof(int32_t));
+  if (!role) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  for (int32_t i = 0; i < ms->m->n_all_inits; i++)
+    if (ms->m->all_inits[i].graph == g) role[ms->m->all_inits[i].index] = ms->m->all_inits[i].role;
+  for (int32_t v = 0; v < g->n_values; v++) {
+    const mb_value *val = &g->values[v];
+    ms->slot_of[v] = -1;
+    if (val->kind == MB_VALUE_INITIALIZER) {
+      const mb_const_tensor *ct = &g->inits[val->initializer];
+      int32_t r = role[val->initializer];
+      ms->rt[v] = device_dtype(b, ct->dtype);
+      bool trains = model == 0 && (r == MB_ROLE_PARAMETER || r == MB_ROLE_EMBEDDING) &&
+                    mb_setup_trains(b->s, ct->name);
+      ms->rg[v] = ms->trainable_init[v] = trains;
+      ms->host[v] = r == MB_ROLE_CONSTANT && ct->numel <= 64;
+      bool offloaded = model == 1 && b->tr->teacher_offload;
+      int rule = ms->host[v] || offloaded ? MB_SZ_ZERO : MB_SZ_FIXED;
+      int32_t sl = mb_slot_new(b, model, rule, category_of_role(r, model), v, ms->rt[v], ct->name);
+      if (sl < 0) return b->d->status;
+      uint64_t bytes = 0;
+      mb_dtype_bytes(ms->rt[v], ct->numel, &bytes);
+      b->p->slots[sl].fixed = bytes;
+      b->p->slots[sl].refs = PERSISTENT;
+      b->p->slots[sl].trains = trains;
+      ms->slot_of[v] = sl;
+    } else if (val->kind == MB_VALUE_INPUT) {
+      ms->rt[v] = device_dtype(b, ms->t[v].dtype);
+      int32_t sl = mb_slot_new(b, model, model == 0 ? MB_SZ_VALUE : MB_SZ_ZERO, MB_CAT_INPUT, v,
+                               ms->rt[v], val->name);
+      if (sl < 0) return b->d->status;
+      b->p->slots[sl].refs = PERSISTENT;
+      ms->slot_of[v] = sl;
+    }
+  }
+  return MB_OK;
+}
+
+/* ---- contiguity: permuted views and the copies they force ---- */
+
+static const int32_t *compose_perm(mb_builder *b, const mb_model_state *ms, const mb_node *n) {
+  int32_t x = n->inputs[0];
+  int32_t rank = ms->t[x].rank;
+  if (rank <= 0 || rank > 16) return NULL;
+  int32_t *p = mb_arena_array(&b->a, (size_t)rank, sizeof(int32_t));
+  if (!p) return NULL;
+  const mb_attr *at = NULL;
+  for (int32_t i = 0; i < n->n_attrs; i++)
+    if (!strcmp(n->attrs[i].name, "perm")) at = &n->attrs[i];
+  bool identity = true;
+  for (int32_t i = 0; i < rank; i++) {
+    int64_t q = at && at->n_ints == (uint64_t)rank ? at->ints[i] : rank - 1 - i;
+    if (q < 0 || q >= rank) return NULL;
+    p[i] = ms->perm[x] ? ms->perm[x][q] : (int32_t)q;
+    identity &= p[i] == i;
+  }
+  return identity ? NULL : p;
+}
+
+/* at::matmul folds leading dims with reshape(); it copies when they cannot merge. */
+static bool fold_copies(const int32_t *perm, int32_t merged) {
+  if (!perm) return false;
+  for (int32_t i = 0; i + 1 < merged; i++)
+    if (perm[i + 1] != perm[i] + 1) return true;
+  return false;
+}
+
+static bool matmul_operand_copies(const mb_model_state *ms, const mb_lnode *ln, int i) {
+  int32_t a = ln->in[i], o = ln->in[1 - i];
+  if (a < 0 || o < 0) return false;
+  int32_t ra = ms->t[a].rank, ro = ms->t[o].rank;
+  if (ra < 3) return false;
+  int32_t merged = (i == 0 && ro == 2) ? ra - 1 : ra - 2;
+  return fold_copies(ms->perm[a], merged);
+}
+
+/* ---- statistics kept for backward ---- */
+
+static int64_t attr_i(const mb_node *n, const char *name, int64_t dflt) {
+  for (int32_t i = 0; i < n->n_attrs; i++)
+    if (!strcmp(n->attrs[i].name, name)) return n->attrs[i].i;
+  return dflt;
+}
+
+static int stats_slot(mb_builder *b, int model, mb_lnode *ln, int stats) {
+  mb_model_state *ms = &b->ms[model];
+  const mb_node *n = &ms->g->nodes[ln->node];
+  int32_t x = ln->in[0], y = ln->out[0];
+  int rule = MB_SZ_VALUE, factor = 1, axis = 0, ref = x;
+  int32_t dtype = MB_DTYPE_FLOAT;
+  const char *name = "saved statistics";
+  int32_t rank = x >= 0 ? ms->t[x].rank : 0;
+  switch (stats) {
+    case MB_STATS_ROWS2: case MB_STATS_ROWS1: {
+      rule = MB_SZ_ROWS;
+      factor = stats == MB_STATS_ROWS2 ? 2 : 1;
+      int64_t ax = ln->rule == MB_G_LAYERNORM ? attr_i(n, "axis", -1) : -1;
+      if (ax < 0) ax += rank;
+      axis = ax < 0 ? 0 : (int)ax;
+      name = stats == MB_STATS_ROWS2 ? "norm mean and rstd" : "norm rstd";
+      break;
+    }
+    case MB_STATS_CHANNELS2: rule = MB_SZ_CHANNELS; factor = 2; name = "batch norm save_mean and save_invstd"; break;
+    case MB_STATS_INSTANCE2: rule = MB_SZ_NC; factor = 2; name = "instance norm statistics"; break;
+    case MB_STATS_GROUPS2:
+      rule = MB_SZ_NC; factor = 2; name = "group norm mean and rstd";
+      if (ln->stats_ref >= 0) ref = ln->stats_ref;
+      break;
+    case MB_STATS_INDICES_OUT: ref = y; dtype = MB_DTYPE_INT64; name = "max-pool indices"; break;
+    case MB_STATS_MASK_IN: dtype = MB_DTYPE_BOOL; name = "dropout mask"; break;
+    case MB_STATS_LSE: rule = MB_SZ_LSE; name = "attention logsumexp"; break;
+    case MB_STATS_RNN:
+      ref = y; dtype = ms->rt[y];
+      factor = is_op(n, "LSTM") ? 4 : is_op(n, "GRU") ? 3 : 1;
+      name = "RNN reserve space";
+      break;
+    default: return -1;
+  }
+  if (ref < 0) return -1;
+  int32_t sl = mb_slot_new(b, model, rule, MB_CAT_ACTIVATION, ref, dtype, name);
+  if (sl >= 0) {
+    b->p->slots[sl].factor = factor;
+    b->p->slots[sl].axis = (int8_t)axis;
+  }
+  return sl;
+}
+
+static void keep(mb_lnode *ln, int32_t slot) {
+  if (slot < 0) return;
+  for (int32_t i = 0; i < ln->n_saved; i++)
+    if (ln->saved[i] == slot) return;
+  if (ln->n_saved < MB_LN_MAX_SAVED) ln->saved[ln->n_saved++] = slot;
+}
+
+/* ---- autocast weight-cast cache: one low-precision copy per trainable weight ---- */
+
+
+/* ---- one logical node ---- */
+
+static int32_t known_float(const mb_model_state *ms, int32_t v, double *out) {
+  if (v < 0 || !ms->t[v].val || ms->t[v].val->count < 1) return 0;
+  const mb_small_values *sv = ms->t[v].val;
+  *out = sv->is_float ? sv->f[0] : (double)sv->i[0];
+  return 1;
+}
+
+/* Rule adjustments that depend on the node's inputs, not only its op type. */
+static int refine_rule(const mb_model_state *ms, const mb_node *n, int rule) {
+  double ratio = -1;
+  if (rule == MB_G_DROPOUT) {
+    if (n->n_inputs > 1 && known_float(ms, n->inputs[1], &ratio) && ratio == 0) return MB_G_IDENTITY;
+    if (n->n_inputs > 2 && known_float(ms, n->inputs[2], &ratio) && ratio == 0) return MB_G_IDENTITY;
+    if (n->n_inputs == 1 && n->opset < 12) return MB_G_IDENTITY; /* inference-only form */
+  }
+  if (rule == MB_G_GATHER && n->n_inputs == 2) {
+    int32_t data = n->inputs[0], idx = n->inputs[1];
+    if (ms->g->values[data].kind != MB_VALUE_INITIALIZER && ms->t[idx].rank == 0) return MB_G_SLICE;
+    if (ms->g->values[data].kind != MB_VALUE_INITIALIZER) return MB_G_INDEX1;
+  }
+  return rule;
+}
+
+static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t *n_wc) {
+  mb_model_state *ms = &b->ms[model];
+  const mb_graph *g = ms->g;
+  const mb_node *n = &g->nodes[ln->node];
+  mb_arena *a = &b->a;
+  ln->in_slot = mb_arena_array(a, (size_t)ln->n_in + 1, sizeof(int32_t));
+  ln->cast_slot = mb_arena_array(a, (size_t)ln->n_in + 1, sizeof(int32_t));
+  ln->out_slot = mb_arena_array(a, (size_t)ln->n_out + 1, sizeof(int32_t));
+  ln->out_new = mb_arena_array(a, (size_t)ln->n_out + 1, sizeof(bool));
+  if (!ln->in_slot || !ln->cast_slot || !ln->out_slot || !ln->out_new)
+    return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  ln->stats_slot = -1;
+  const mb_grad_rule *r = ln->r = mb_grad_rule_of(ln->rule);
+
+  /* host values: shape arithmetic and Python scalars live on the CPU in PyTorch */
+  bool all_host = true, any_in = false;
+  for (int32_t i = 0; i < ln->n_in; i++)
+    if (ln->in[i] >= 0) {
+      any_in = true;
+      all_host &= ms->host[ln->in[i]];
+    }
+  bool host_op = is_op(n, "Shape") || is_op(n, "Size");
+  bool small_out = ln->n_out >= 1 && ln->out[0] >= 0 && plan_numel(ms, ln->out[0]) <= 64;
+  bool host = host_op || (is_op(n, "Constant") && small_out) || (any_in && all_host && small_out);
+
+  /* does autograd record it? */
+  bool record = false;
+  for (int32_t i = 0; i < ln->n_in; i++) {
+    int32_t v = ln->in[i];
+    if (v >= 0 && ms->rg[v] && is_float_dtype(ms->t[v].dtype)) record = true;
+  }
+  if (r->flags & MB_GF_NONDIFF) record = false;
+  ln->record = record && model == 0;
+
+  /* dtypes under the precision; autocast casts */
+  int32_t widest = 0, first_float = 0;
+  for (int32_t i = 0; i < ln->n_in; i++) {
+    int32_t v = ln->in[i];
+    ln->in_slot[i] = v >= 0 ? ms->slot_of[v] : -1;
+    ln->cast_slot[i] = -1;
+    if (v < 0 || !is_float_dtype(ms->rt[v])) continue;
+    if (!first_float) first_float = ms->rt[v];
+    if (!widest || mb_dtype_bits(ms->rt[v]) > mb_dtype_bits(widest)) widest = ms->rt[v];
+  }
+  int32_t out_float = first_float ? first_float : MB_DTYPE_FLOAT;
+  if (b->pure) out_float = b->low;
+  if (b->amp && !host) {
+    int32_t want = r->amp == MB_AMP_LOW ? b->low : r->amp == MB_AMP_FP32 ? MB_DTYPE_FLOAT : 0;
+    if (r->amp == MB_AMP_PROMOTE && widest) out_float = widest;
+    if (want) {
+      out_float = want;
+      for (int32_t i = 0; i < ln->n_in; i++) {
+        int32_t v = ln->in[i];
+        if (v < 0 || !is_float_dtype(ms->rt[v]) || ms->rt[v] == want || ms->host[v]) continue;
+        int32_t src = ms->slot_of[v];
+        bool cached = want == b->low && ms->rg[v] && src >= 0 && b->p->slots[src].refs == PERSISTENT;
+        if (cached) { /* a trainable weight: autocast caches its cast until autocast exits */
+          int32_t k = 0;
+          while (k < *n_wc && wc[k].weight_slot != src) k++;
+          if (k == *n_wc) {
+            int32_t c = mb_slot_new(b, model, MB_SZ_VALUE, MB_CAT_TEMPORARY, v, want, "autocast weight copy");
+            if (c < 0) return b->d->status;
+            wc[k].weight_slot = src;
+            wc[k].copy_slot = c;
+            b->p->slots[c].refs = 1; /* held until autocast exits (emit.c) */
+            ln->cast_slot[i] = c;
+            (*n_wc)++;
+          }
+          ln->in_slot[i] = wc[k].copy_slot;
+        } else {
+          int32_t c = mb_slot_new(b, model, MB_SZ_VALUE, MB_CAT_TEMPORARY, v, want, "autocast copy");
+          if (c < 0) return b->d->status;
+          ln->in_slot[i] = ln->cast_slot[i] = c;
+        }
+      }
+    }
+  }
+  /* at::matmul's reshape copies permuted operands whose leading dims cannot merge */
+  if (r->flags & MB_GF_MATMUL)
+    for (int i = 0; i < 2 && i < ln->n_in; i++)
+      if (ln->cast_slot[i] < 0 && matmul_operand_copies(ms, ln, i)) {
+        int32_t v = ln->in[i];
+        int32_t c = mb_slot_new(b, model, MB_SZ_VALUE, MB_CAT_TEMPORARY, v, ms->rt[v], "matmul contiguous copy");
+        if (c < 0) return b->d->status;
+        ln->in_slot[i] = ln->cast_slot[i] = c;
+      }
+
+  /* outputs */
+  bool view = (r->flags & MB_GF_VIEW) != 0;
+  bool reshape_copy = (r->flags & MB_GF_RESHAPE) && ln->in[0] >= 0 && ms->perm[ln->in[0]];
+  if (is_op(n, "Cast") || is_op(n, "CastLike")) {
+    int32_t to = ln->out[0] >= 0 ? device_dtype(b, ms->t[ln->out[0]].dtype) : 0;
+    if (b->pure && to == MB_DTYPE_FLOAT) to = b->low;
+    if (ln->in[0] >= 0 && to == ms->rt[ln->in[0]]) view = true;
+    out_float = to;
+  }
+  for (int32_t j = 0; j < ln->n_out; j++) {
+    int32_t o = ln->out[j];
+    ln->out_slot[j] = -1;
+    ln->out_new[j] = false;
+    if (o < 0) continue;
+    int32_t od = ms->t[o].dtype;
+    ms->rt[o] = is_float_dtype(od) ? out_float : od;
+    ms->rg[o] = ln->record && is_float_dtype(od);
+    ms->host[o] = host;
+    if (view && !reshape_copy && ln->in_slot[0] >= 0 && !host) {
+      ms->slot_of[o] = ln->in_slot[0];
+      ms->rt[o] = ln->in[0] >= 0 ? ms->rt[ln->in[0]] : ms->rt[o];
+      if (j == 0 && (r->flags & MB_GF_TRANSPOSE)) ms->perm[o] = compose_perm(b, ms, n);
+      else if (j == 0 && !(r->flags & MB_GF_RESHAPE) && ln->in[0] >= 0) ms->perm[o] = ms->perm[ln->in[0]];
+    } else if ((r->flags & MB_GF_BN) && j >= 1 && j + 2 < ln->n_in && ln->in[j + 2] >= 0) {
+      ms->slot_of[o] = ms->slot_of[ln->in[j + 2]]; /* running stats updated in place */
+      ms->rg[o] = false;
+    } else {
+      int32_t sl = mb_slot_new(b, model, host ? MB_SZ_ZERO : MB_SZ_VALUE,
+                               model == 1 ? MB_CAT_TEMPORARY : MB_CAT_ACTIVATION, o, ms->rt[o],
+                               g->values[o].name);
+      if (sl < 0) return b->d->status;
+      ms->slot_of[o] = sl;
+      ln->out_new[j] = true;
+    }
+    ln->out_slot[j] = ms->slot_of[o];
+  }
+
+  /* what backward keeps */
+  if (ln->record) {
+    for (int32_t i = 0; i < ln->n_in && i < 4; i++) {
+      int32_t v = ln->in[i];
+      if (v < 0 || ms->host[v]) continue;
+      bool other = false;
+      for (int32_t j = 0; j < ln->n_in; j++)
+        if (j != i && ln->in[j] >= 0 && ms->rg[ln->in[j]]) other = true;
+      if (r->save_in[i] == MB_SAVE_YES || (r->save_in[i] == MB_SAVE_IF_OTHER && other)) keep(ln, ln->in_slot[i]);
+    }
+    for (int32_t j = 0; j < ln->n_out && j < 8; j++)
+      if ((r->save_out >> j) & 1) keep(ln, ln->out_slot[j]);
+    int stats = r->stats;
+    if (ln->rule == MB_G_DROPOUT && (ln->n_out < 2 || ln->out[1] < 0)) stats = MB_STATS_MASK_IN;
+    if (stats) {
+      ln->stats_slot = stats_slot(b, model, ln, stats);
+      keep(ln, ln->stats_slot);
+    }
+  }
+  /* forward references: each node reads each of its input storages once */
+  for (int32_t i = 0; i < ln->n_in; i++) {
+    int32_t sl = ln->in_slot[i];
+    bool dup = false;
+    for (int32_t j = 0; j < i; j++) dup |= ln->in_slot[j] == sl;
+    if (sl >= 0 && !dup && b->p->slots[sl].refs != PERSISTENT) b->p->slots[sl].refs++;
+  }
+  return MB_OK;
+}
+
+/* Activation checkpointing: a node belongs to the segment named by the shortest prefix of its
+ * module path (the node name up to a '/') that a checkpoint glob matches. */
+static int segment_key(const mb_builder *b, const char *name, char *key, size_t size) {
+  if (!name || !b->tr->n_checkpoint) return 0;
+  size_t len = strlen(name);
+  for (size_t i = 1; i <= len && i < size; i++) {
+    if (name[i] != '/' && name[i] != '\0') continue;
+    memcpy(key, name, i);
+    key[i] = '\0';
+    const char *bare = key[0] == '/' ? key + 1 : key;
+    for (size_t k = 0; k < b->tr->n_checkpoint; k++)
+      if (mb_glob_match(b->tr->checkpoint[k], key) || mb_glob_match(b->tr->checkpoint[k], bare)) return 1;
+    if (name[i] == '\0') break;
+  }
+  return 0;
+}
+
+static void assign_segments(mb_builder *b, mb_model_state *ms) {
+  char key[512], prev[512] = "";
+  int32_t seg = -1;
+  for (int32_t i = 0; i < ms->n_ln; i++) {
+    mb_lnode *ln = &ms->ln[i];
+    ln->segment = -1;
+    if (segment_key(b, ms->g->nodes[ln->node].name, key, sizeof key)) {
+      if (seg < 0 || strcmp(key, prev)) {
+        seg = b->n_segments++;
+        snprintf(prev, sizeof prev, "%s", key);
+      }
+      ln->segment = seg;
+    } else if (ln->record) {
+      seg = -1; /* a recorded node outside: the segment ends */
+    } else if (seg >= 0) {
+      ln->segment = -2; /* inside a run, not part of it */
+    }
+  }
+  for (int32_t i = 0; i < ms->n_ln; i++)
+    if (ms->ln[i].segment == -2) ms->ln[i].segment = -1;
+}
+
+int mb_build_lnodes(mb_builder *b, int model) {
+  mb_model_state *ms = &b->ms[model];
+  const mb_graph *g = ms->g;
+  size_t nv = (size_t)g->n_values + 1;
+  ms->slot_of = mb_arena_array(&b->a, nv, sizeof(int32_t));
+  ms->rt = mb_arena_array(&b->a, nv, sizeof(int32_t));
+  ms->rg = mb_arena_array(&b->a, nv, sizeof(bool));
+  ms->host = mb_arena_array(&b->a, nv, sizeof(bool));
+  ms->trainable_init = mb_arena_array(&b->a, nv, sizeof(bool));
+  ms->perm = mb_arena_array(&b->a, nv, sizeof(int32_t *));
+  ms->ln = mb_arena_array(&b->a, (size_t)g->n_nodes + 1, sizeof(mb_lnode));
+  wcache *wc = ms->wc = mb_arena_array(&b->a, (size_t)g->n_inits + 1, sizeof(wcache));
+  if (!ms->slot_of || !ms->rt || !ms->rg || !ms->host || !ms->trainable_init || !ms->perm || !ms->ln || !wc)
+    return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  if (mb_fuse(g, ms->t, !b->tr->eager_attention, &b->a, &ms->fusion) != MB_OK)
+    return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  if (bind_leaves(b, model) != MB_OK) return b->d->status;
+  for (int32_t k = 0; k < g->n_nodes; k++) {
+    const mb_node *n = &g->nodes[k];
+    int32_t gi = ms->fusion.group_of[k];
+    mb_lnode *ln = &ms->ln[ms->n_ln];
+    memset(ln, 0, sizeof *ln);
+    ln->node = k;
+    ln->stats_ref = -1;
+    if (gi >= 0) {
+      const mb_fused *f = &ms->fusion.groups[gi];
+      if (f->last != k) continue;
+      ln->rule = f->kind;
+      ln->n_in = f->n_in;
+      ln->in = f->in;
+      ln->n_out = 1;
+      ln->out = &f->out;
+      ln->stats_ref = f->stats_ref;
+    } else {
+      ln->rule = refine_rule(ms, n, n->op ? n->op->grad : MB_G_DEFAULT);
+      ln->n_in = n->n_inputs;
+      ln->in = n->inputs;
+      ln->n_out = n->n_outputs;
+      ln->out = n->outputs;
+    }
+    if (build_one(b, model, ln, wc, &ms->n_wc) != MB_OK) return b->d->status;
+    ms->n_ln++;
+  }
+  if (model == 0) assign_segments(b, ms);
+  return MB_OK;
+}
+
+/* ---- the plan ---- */
+
+static int shapes_for_plan(mb_builder *b, int model) {
+  mb_model_state *ms = &b->ms[model];
+  /* batch 2: structure decisions (broadcasts, views) must not see batch-1 coincidences */
+  int64_t batch = b->tr->batch_max >= 2 ? 2 : 1;
+  if (mb_shapes_run(ms->m, b->s, batch, &ms->shapes) != MB_OK)
+    return mb_fail(b->d, mb_shapes_status(ms->shapes), "%s%s", model ? "teacher: " : "",
+                   mb_shapes_errmsg(ms->shapes));
+  ms->g = ms->m->graph;
+  ms->t = mb_shapes_tinfo(ms->shapes);
+  return MB_OK;
+}
+
+static int choose_loss(mb_builder *b) {
+  const mb_model_state *ms = &b->ms[0];
+  const mb_graph *g = ms->g;
+  b->loss_out = -1;
+  for (int32_t i = 0; i < g->n_outputs && b->loss_out < 0; i++)
+    if (is_float_dtype(ms->t[g->outputs[i]].dtype) && ms->t[g->outputs[i]].rank >= 0) b->loss_out = g->outputs[i];
+  if (b->loss_out < 0)
+    return mb_fail(b->d, MB_E_UNSUPPORTED, "the model has no floating-point output for a loss to read");
+  const mb_tinfo *y = &ms->t[b->loss_out];
+  const char *name = g->values[b->loss_out].name;
+  b->loss = b->tr->loss;
+  if (b->loss == MB_LOSS_AUTO) b->loss = mb_tinfo_numel(y) <= 1 ? MB_LOSS_NONE : MB_LOSS_CE;
+  if (b->loss == MB_LOSS_NONE && mb_tinfo_numel(y) > 1)
+    return mb_fail(b->d, MB_E_INVALID_ARG,
+                   "loss none: output '%s' is not a scalar loss (it has %llu elements); use --loss ce or mse",
+                   name, (unsigned long long)mb_tinfo_numel(y));
+  b->class_axis = (int8_t)(y->rank <= 1 ? 0 : y->rank == 3 ? 2 : 1);
+  if (b->loss == MB_LOSS_CE)
+    snprintf(b->p->note, sizeof b->p->note,
+             "loss: cross-entropy on output '%s', classes on axis %d", name, (int)b->class_axis);
+  else if (b->loss == MB_LOSS_MSE)
+    snprintf(b->p->note, sizeof b->p->note, "loss: MSE on output '%s'", name);
+  else
+    snprintf(b->p->note, sizeof b->p->note, "loss: output '%s' is the loss", name);
+  return MB_OK;
+}
+
+int mb_plan_build(const mb_model *m, const mb_setup *s, mb_plan **out, mb_diag *d) {
+  *out = NULL;
+  mb_plan *p = calloc(1, sizeof *p);
+  if (!p) return mb_fail(d, MB_E_NOMEM, "out of memory");
+  mb_builder b = {.p = p, .s = s, .tr = &s->train, .d = d};
+  mb_arena_init(&b.a);
+  int prec = b.tr->precision;
+  b.amp = prec == MB_PREC_AMP_FP16 || prec == MB_PREC_AMP_BF16;
+  b.pure = prec == MB_PREC_FP16 || prec == MB_PREC_BF16;
+  b.low = prec == MB_PREC_AMP_FP16 || prec == MB_PREC_FP16 ? MB_DTYPE_FLOAT16
+        : prec == MB_PREC_FP32 ? 0 : MB_DTYPE_BFLOAT16;
+  p->model = b.ms[0].m = m;
+  p->teacher = b.ms[1].m = b.tr->teacher;
+  int n_models = b.tr->teacher ? 2 : 1;
+  for (int k = 0; k < n_models && d->status == MB_OK; k++)
+    if (shapes_for_plan(&b, k) == MB_OK) mb_build_lnodes(&b, k);
+  if (d->status == MB_OK) choose_loss(&b);
+  if (d->status == MB_OK) mb_emit_step(&b);
+  for (int k = 0; k < 2; k++) mb_shapes_free(b.ms[k].shapes);
+  mb_arena_destroy(&b.a);
+  if (d->status != MB_OK) {
+    mb_plan_free(p);
+    return d->status;
+  }
+  *out = p;
+  return MB_OK;
+}
+
+void mb_plan_free(mb_plan *p) {
+  if (!p) return;
+  free(p->slots);
+  free(p->ev);
+  free(p);
+}

@@ -1,0 +1,79 @@
+/* The step simulation. Building a plan walks one training step once, symbolically: which
+ * tensors exist, when each is allocated and freed, and in which category. That order does not
+ * depend on the batch size, so it is an event program over "slots" (storages) whose sizes are
+ * rules over inferred shapes. Running the plan at a batch size infers shapes, sizes every slot
+ * and scans the events for the peaks. A batch-size search is many cheap runs of one plan. */
+#ifndef MB_SIM_PLAN_H
+#define MB_SIM_PLAN_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "budget/setup.h"
+#include "membudget/membudget.h"
+#include "util/diag.h"
+
+/* How a slot's size follows from the inferred shape of its reference value. */
+enum mb_size_rule {
+  MB_SZ_ZERO,     /* host values (shapes, Python scalars) and aliases of the student's inputs */
+  MB_SZ_FIXED,    /* bytes known without shapes (weights, optimizer states, workspaces) */
+  MB_SZ_VALUE,    /* numel(ref) elements of dtype */
+  MB_SZ_ROWS,     /* numel(ref) / dims[axis..] product: one per normalised row */
+  MB_SZ_CHANNELS, /* dims[1] of ref */
+  MB_SZ_NC,       /* dims[0] x dims[1] of ref */
+  MB_SZ_LSE,      /* numel(ref) / last dim: one per attention query row */
+  MB_SZ_TARGET    /* numel(ref) / dims[axis]: one class index per prediction */
+};
+
+typedef struct mb_slot {
+  uint8_t model;     /* 0: the model, 1: the teacher */
+  uint8_t rule;      /* enum mb_size_rule */
+  uint8_t category;  /* mb_category */
+  int8_t axis;
+  int32_t ref;       /* value of that model's main graph */
+  int32_t dtype;     /* element type on the device */
+  int32_t factor;    /* element multiplier (2 statistics per row, ...) */
+  uint64_t fixed;    /* MB_SZ_FIXED bytes */
+  const char *name;
+  bool trains;       /* a weight that trains (its .grad and optimizer state exist) */
+  int32_t refs;      /* building only: references still to be released */
+} mb_slot;
+
+typedef struct mb_event_rec {
+  uint8_t alloc;     /* 1 alloc, 0 free */
+  uint8_t phase;     /* mb_phase */
+  uint8_t model;
+  int32_t slot;
+  int32_t node;      /* node index in that model's main graph, or -1 */
+} mb_event_rec;
+
+typedef struct mb_plan {
+  const mb_model *model, *teacher;
+  mb_slot *slots;
+  int32_t n_slots, cap_slots;
+  mb_event_rec *ev;
+  int32_t n_ev, cap_ev;
+  bool states_at_init;  /* optimizer states exist on the first step too */
+  char note[512];       /* what was assumed (loss chosen, ...) */
+} mb_plan;
+
+int mb_plan_build(const mb_model *m, const mb_setup *s, mb_plan **out, mb_diag *d);
+void mb_plan_free(mb_plan *p);
+
+/* What one run at a batch size measured. */
+typedef struct mb_run {
+  uint64_t phase_peak[MB_PHASE_COUNT];
+  uint64_t peak;                      /* allocated peak */
+  int32_t peak_phase;
+  uint64_t at_peak[MB_CAT_COUNT];
+  uint64_t persistent[MB_CAT_COUNT];  /* live at the end of setup */
+  uint64_t activations;               /* ACTIVATION live at the end of forward */
+  uint64_t inputs;
+  uint64_t teacher_transient;
+  uint64_t first_step_peak;
+} mb_run;
+
+/* Run the plan at batch (shapes inferred with s's dims). bytes/live: optional per-event
+ * arrays (n_ev entries) for a trace. */
+int mb_plan_run(const mb_plan *p, const mb_setup *s, int64_t batch, mb_run *r, uint64_t *bytes,
+                uint64_t *live, mb_diag *d);
+#endif
