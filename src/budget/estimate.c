@@ -62,7 +62,7 @@ static void fill(const mb_plan *p, const mb_setup *s, int64_t batch, const mb_ru
   double reserved = (double)r->peak / (1.0 - tr->fragmentation);
   uint64_t res = (uint64_t)reserved;
   if ((double)res < reserved) res++;
-  res = (res + SEGMENT_ROUND - 1) / SEGMENT_ROUND * SEGMENT_ROUND;
+  if (tr->rounding > 1) res = (res + SEGMENT_ROUND - 1) / SEGMENT_ROUND * SEGMENT_ROUND;
   if (res < r->peak) res = r->peak;
   bu->reserved_peak = res;
   bu->fragmentation = res - r->peak;
@@ -180,7 +180,7 @@ MB_API int mb_estimate(const mb_model *m, mb_setup *s, mb_budget *out) {
 }
 
 uint64_t mb_train_workspace(const mb_train *tr) {
-  if (tr->cublas_workspace) return tr->cublas_workspace;
+  if (tr->cublas_workspace_set) return tr->cublas_workspace;
   const mb_gpu *gpu = tr->gpu ? mb_gpu_find(tr->gpu) : NULL;
   return gpu ? gpu->cublas_workspace : mb_gpu_default_workspace();
 }

@@ -248,6 +248,7 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
     rc = parse_size(s, key, value, &t->context);
   } else if (!strcmp(key, "cublas_workspace")) {
     rc = parse_size(s, key, value, &t->cublas_workspace);
+    t->cublas_workspace_set = rc == MB_OK;
   } else if (!strcmp(key, "rounding")) {
     if ((rc = parse_int(s, key, value, 1, 1 << 24, &n)) == MB_OK) t->rounding = (uint64_t)n;
   } else if (!strcmp(key, "utilization")) {

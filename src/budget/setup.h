@@ -21,7 +21,8 @@ typedef struct mb_train {
   uint64_t device_memory;   /* 0: not given */
   double utilization, fragmentation;
   uint64_t context;
-  uint64_t cublas_workspace; /* 0: from the GPU, else the default */
+  uint64_t cublas_workspace;
+  bool cublas_workspace_set; /* else from the GPU, else the default */
   uint64_t rounding;
   const char *gpu;          /* table name, or NULL */
   const mb_model *teacher;

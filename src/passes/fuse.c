@@ -296,8 +296,8 @@ int mb_fuse(const mb_graph *g, const mb_tinfo *t, bool fuse_attention, mb_arena 
     if (m.group_of[k] < 0) match_group_norm(&m, k);
   /* islands grow from each node's output (and from graph inputs, at node 0) */
   for (int32_t i = 0; i < g->n_inputs; i++) match_island(&m, g->inputs[i], 0);
-  for (int32_t k = 0; k < g->n_nodes; k++)
-    if (m.group_of[k] < 0 && g->nodes[k].n_outputs >= 1 && g->nodes[k].outputs[0] >= 0)
+  for (int32_t k = 0; k < g->n_nodes; k++) /* group outputs too: GELU after a Linear */
+    if (g->nodes[k].n_outputs >= 1 && g->nodes[k].outputs[0] >= 0)
       match_island(&m, g->nodes[k].outputs[0], k + 1);
   out->group_of = m.group_of;
   out->groups = m.groups;

@@ -418,8 +418,8 @@ static int emit_setup(emitter *e, loss_state *ls) {
     }
     if (fixed(e, 1, MB_CAT_TEACHER, largest_teacher_layer, "teacher layer on the device", 1) < 0) return b->d->status;
   }
-  if (gemm) {
-    uint64_t ws = mb_train_workspace(tr);
+  uint64_t ws = mb_train_workspace(tr);
+  if (gemm && ws) {
     /* forward GEMMs run on the main thread, backward ones on autograd's: two handles */
     if (fixed(e, 0, MB_CAT_WORKSPACE, ws, "cuBLAS workspace (forward thread)", 1) < 0 ||
         fixed(e, 0, MB_CAT_WORKSPACE, ws, "cuBLAS workspace (autograd thread)", 1) < 0)

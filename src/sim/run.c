@@ -71,6 +71,8 @@ int mb_plan_run(const mb_plan *p, const mb_setup *s, int64_t batch, mb_run *r, u
         snap_setup = true;
       }
       if (e->phase == MB_PHASE_TEACHER) teacher_base = live;
+      for (int ph = prev + 1; ph <= e->phase; ph++) /* a phase holds at least what it starts with */
+        if (live > r->phase_peak[ph]) r->phase_peak[ph] = live;
       if (!snap_fwd && e->phase > MB_PHASE_FORWARD) {
         r->activations = cat[MB_CAT_ACTIVATION];
         snap_fwd = true;
@@ -99,6 +101,8 @@ int mb_plan_run(const mb_plan *p, const mb_setup *s, int64_t batch, mb_run *r, u
     uint64_t first = e->phase < MB_PHASE_OPTIMIZER && !p->states_at_init ? live - cat[MB_CAT_OPTIMIZER] : live;
     if (first > r->first_step_peak) r->first_step_peak = first;
   }
+  for (int ph = prev + 1; ph < MB_PHASE_COUNT; ph++) /* phases without events (SGD's step) */
+    if (live > r->phase_peak[ph]) r->phase_peak[ph] = live;
   if (!snap_setup) memcpy(r->persistent, cat, sizeof cat);
   if (!snap_fwd) r->activations = cat[MB_CAT_ACTIVATION];
   r->inputs = r->persistent[MB_CAT_INPUT];

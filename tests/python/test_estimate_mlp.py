@@ -1,0 +1,116 @@
+"""Hand-computed budgets for a Linear-ReLU-Linear classifier (nn.Linear on a 2-D input exports
+as Gemm with transB=1), trained with cross-entropy.
+
+x [B,4] -> Gemm(W1 [8,4], b1 [8]) -> h [B,8] -> Relu -> r [B,8] -> Gemm(W2 [3,8], b2 [3]) -> y [B,3]
+
+What PyTorch keeps (derivatives.yaml): addmm keeps mat1 when the weight requires grad (x: the
+batch, alive anyway; r), relu keeps its result (r, the same storage), so h dies after the
+ReLU. The loss is log_softmax (keeps its [B,3] result) + nll_loss; its backward allocates the
+grad of the log-probs, then the grad of the logits."""
+import pytest
+
+from estimate_util import EXACT, estimate, init, model, tensor
+from onnx import helper
+
+PARAMS = 4 * (8 * 4 + 8 + 3 * 8 + 3)  # 268 bytes
+X, T = 4 * 4, 8                        # input row fp32, int64 class index, per sample
+H, R, Y = 4 * 8, 4 * 8, 4 * 3          # per sample
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory):
+    path = tmp_path_factory.mktemp("mlp") / "mlp.onnx"
+    nodes = [
+        helper.make_node("Gemm", ["x", "fc1.weight", "fc1.bias"], ["h"], name="/fc1/Gemm", transB=1),
+        helper.make_node("Relu", ["h"], ["r"], name="/relu/Relu"),
+        helper.make_node("Gemm", ["r", "fc2.weight", "fc2.bias"], ["y"], name="/fc2/Gemm", transB=1),
+    ]
+    inits = [init("fc1.weight", 8, 4), init("fc1.bias", 8), init("fc2.weight", 3, 8), init("fc2.bias", 3)]
+    return model(nodes, [tensor("x", "batch", 4)], [tensor("y", "batch", 3)], inits, path)
+
+
+def expected_sgd(b):
+    """Live bytes at each step of one SGD step, by hand."""
+    base = PARAMS + b * (X + T)                     # weights, batch, targets
+    fwd = base + b * (H + R)                        # ReLU ran: h and r alive, h not yet freed
+    fwd_end = base + b * (R + Y)                    # h freed; r kept; logits held
+    loss_bwd = fwd_end + b * Y + 4 + b * Y + b * Y  # log-probs + loss + grad log-probs + grad logits (seed freed)
+    gemm2 = fwd_end + b * Y + b * R + PARAMS_2   # grad y alive; grad r and fc2's grads allocated
+    relu = gemm2 - b * Y + b * H                 # grad y freed after fc2; grad h allocated
+    gemm1 = relu - b * R - b * R + PARAMS_1      # r released by the ReLU, grad r freed; fc1's grads
+    return {
+        "forward": fwd,
+        "loss_bwd": loss_bwd,
+        "gemm2": gemm2,
+        "relu": relu,
+        "gemm1": gemm1,
+        "activations": b * (R + Y),
+    }
+
+
+PARAMS_1 = 4 * (8 * 4 + 8)
+PARAMS_2 = 4 * (3 * 8 + 3)
+
+
+@pytest.mark.parametrize("b", [1, 2, 4, 16])
+def test_sgd_exact(cli, mlp, b):
+    e = expected_sgd(b)
+    got = estimate(cli, mlp, "--batch", str(b), "--optimizer", "sgd", *EXACT)
+    assert got["params_trainable"] == PARAMS
+    assert got["gradients"] == PARAMS
+    assert got["optimizer_states"] == 0
+    assert got["inputs"] == b * (X + T)
+    assert got["activations"] == e["activations"]
+    assert got["forward_peak"] == e["forward"]
+    backward = max(e["loss_bwd"], e["gemm2"], e["relu"], e["gemm1"])
+    assert got["backward_peak"] == backward
+    # SGD without momentum keeps nothing and its foreach step allocates nothing
+    assert got["optimizer_peak"] == 2 * PARAMS + b * (X + T)
+    assert got["allocated_peak"] == max(e["forward"], backward)
+    # no context, no allowance, and exact bytes (no 2 MiB segments) were asked for
+    assert got["device_peak"] == got["allocated_peak"]
+
+
+@pytest.mark.parametrize("b", [1, 8])
+def test_adamw_exact(cli, mlp, b):
+    """AdamW: exp_avg and exp_avg_sq per parameter (8 B/param) from step two on; the foreach
+    step allocates one parameter-sized list (exp_avg_sq.sqrt())."""
+    e = expected_sgd(b)
+    got = estimate(cli, mlp, "--batch", str(b), "--optimizer", "adamw", *EXACT)
+    states = 2 * PARAMS
+    assert got["optimizer_states"] == states
+    assert got["forward_peak"] == e["forward"] + states
+    optimizer = 2 * PARAMS + states + b * (X + T) + PARAMS
+    assert got["optimizer_peak"] == optimizer
+    backward = max(e["loss_bwd"], e["gemm2"], e["relu"], e["gemm1"]) + states
+    assert got["allocated_peak"] == max(optimizer, backward)
+    # the first step has no states before its optimizer step
+    assert got["first_step_peak"] == max(optimizer, backward - states)
+
+
+def test_allocator_rounding(cli, mlp):
+    """Every tensor is a 512-byte block at least: 4 weights, and at batch 1 every activation."""
+    got = estimate(cli, mlp, "--batch", "1", "--optimizer", "sgd", "--context", "0",
+                   "--fragmentation", "0", "--cublas-workspace", "0")
+    assert got["params_trainable"] == 4 * 512
+    assert got["inputs"] == 2 * 512
+    assert got["activations"] == 2 * 512
+
+
+def test_context_and_fragmentation(cli, mlp):
+    """reserved = allocated / (1 - 0.1), rounded up to 2 MiB segments; device = reserved + context."""
+    got = estimate(cli, mlp, "--batch", "1", "--optimizer", "sgd",
+                   "--cublas-workspace", "0", "--context", "500MiB", "--fragmentation", "0.1")
+    assert got["reserved_peak"] == 2 * 1024 * 1024
+    assert got["context"] == 500 * 1024 * 1024
+    assert got["device_peak"] == got["reserved_peak"] + got["context"]
+    assert got["fragmentation"] == got["reserved_peak"] - got["allocated_peak"]
+
+
+def test_cublas_workspaces(cli, mlp):
+    """Two workspaces (forward thread, autograd thread) through the allocator; 32 MiB each on
+    Hopper, 8.125 MiB before."""
+    h100 = estimate(cli, mlp, "--batch", "1", "--gpu", "h100-80gb")
+    a100 = estimate(cli, mlp, "--batch", "1", "--gpu", "a100-80gb")
+    assert h100["workspace"] == 2 * 32 * 1024 * 1024
+    assert a100["workspace"] == 2 * 8519680
