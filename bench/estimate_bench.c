@@ -1,0 +1,71 @@
+/* Estimate speed: a full `mb_estimate` (plan, batch-size bisection over simulated steps,
+ * the slope runs) on one model, many times; prints min and median wall time and how many
+ * simulated steps one estimate ran. The model is loaded once.
+ *
+ *   mb_estimate_bench MODEL.onnx [--runs N] [--dim NAME=VALUE]... [--set KEY=VALUE]...  */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "membudget/membudget.h"
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: mb_estimate_bench MODEL.onnx [--runs N] [--dim NAME=VALUE]... [--set KEY=VALUE]...\n");
+    return 2;
+  }
+  int runs = 50;
+  mb_setup *s = NULL;
+  mb_setup_create(&s);
+  mb_setup_set(s, "gpu", "h100-80gb");
+  for (int i = 2; i < argc; i++) {
+    char name[256], value[256];
+    if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--dim") && i + 1 < argc) {
+      long long v;
+      if (sscanf(argv[++i], "%255[^=]=%lld", name, &v) != 2) return 2;
+      mb_setup_set_dim(s, name, v);
+    } else if (!strcmp(argv[i], "--set") && i + 1 < argc) {
+      if (sscanf(argv[++i], "%255[^=]=%255s", name, value) != 2 || mb_setup_set(s, name, value) != MB_OK) {
+        fprintf(stderr, "--set %s: %s\n", argv[i], mb_setup_errmsg(s));
+        return 2;
+      }
+    }
+  }
+  if (runs < 1) runs = 1;
+  mb_model *m = NULL;
+  if (mb_model_load_file(argv[1], &m) != MB_OK) {
+    fprintf(stderr, "%s\n", mb_model_errmsg(m));
+    return 1;
+  }
+  double *t = malloc((size_t)runs * sizeof *t);
+  mb_budget b = {.struct_size = sizeof b};
+  for (int r = 0; r < runs; r++) {
+    double t0 = now_ms();
+    int rc = mb_estimate(m, s, &b);
+    t[r] = now_ms() - t0;
+    if (rc != MB_OK) {
+      fprintf(stderr, "%s\n", mb_setup_errmsg(s));
+      return 1;
+    }
+  }
+  qsort(t, (size_t)runs, sizeof *t, cmp_double);
+  printf("model=%s nodes=%zu runs=%d batch_size=%lld min_ms=%.3f median_ms=%.3f\n", argv[1],
+         mb_model_num_nodes(m), runs, (long long)b.batch_size, t[0], t[runs / 2]);
+  free(t);
+  mb_model_free(m);
+  mb_setup_free(s);
+  return 0;
+}
