@@ -26,7 +26,7 @@ static void weights(const mb_plan *p, uint64_t rounding, mb_budget *bu) {
     } else if (s->category == MB_CAT_EMBEDDING && s->ref >= 0) {
       bu->embeddings += bytes;
     }
-    if (s->trains && s->ref >= 0) bu->gradients += bytes;
+    if (s->has_grad && s->ref >= 0) bu->gradients += bytes;
   }
 }
 

@@ -19,9 +19,12 @@
 typedef struct emitter {
   mb_builder *b;
   int phase;
+  int32_t *owned_first, *owned_n; /* per trainable weight: its state/master/grad slots in setup */
   int32_t *gslot;     /* student: per value, its gradient's storage (-1 none) */
   int32_t *pgrad;     /* student: per value, the .grad of a trainable initializer */
   int32_t *dup;       /* recompute: original slot -> recomputed slot (-1 none) */
+  bool *reached_any;  /* per value: a gradient was delivered to this trainable weight */
+  const bool *reached;
   int32_t dup_n;
 } emitter;
 
@@ -201,6 +204,7 @@ static bool is_float_dtype(int32_t d) {
 
 static void deliver(emitter *e, const mb_model_state *ms, int32_t v, int32_t c, int32_t node) {
   if (ms->trainable_init[v]) {
+    e->reached_any[v] = true;
     if (e->pgrad[v] < 0) { /* AccumulateGrad steals the first gradient: it becomes .grad */
       e->pgrad[v] = c;
       slot(e, c)->refs = MB_PERSISTENT;
@@ -384,6 +388,7 @@ static int emit_setup(emitter *e, loss_state *ls) {
     const mb_const_tensor *ct = &g->inits[g->values[v].initializer];
     int32_t dt = ms->rt[v];
     if (ms->trainable_init[v]) {
+      e->owned_first[v] = p->n_slots;
       int state_bytes = tr->master_weights && b->pure ? 4 : mb_dtype_bits(dt) / 8;
       uint64_t st[4];
       int n = mb_optim_states(tr->optimizer, ct->dims, ct->rank, ct->numel, state_bytes, st);
@@ -396,6 +401,7 @@ static int emit_setup(emitter *e, loss_state *ls) {
         if (s < 0) return b->d->status;
         e->pgrad[v] = s;
       }
+      e->owned_n[v] = p->n_slots - e->owned_first[v];
     }
     if (tr->ema && !ms->host[v] && is_float_dtype(ct->dtype) &&
         fixed(e, 0, MB_CAT_EMA, dtype_bytes(dt, ct->numel), "EMA copy", 1) < 0)
@@ -454,7 +460,7 @@ static int emit_optimizer(emitter *e) {
   for (int k = 0; k < 4; k++) {
     int32_t list[4096], n = 0;
     for (int32_t v = 0; v < g->n_values && n < 4000; v++) {
-      if (!ms->trainable_init[v] || ms->rt[v] != dtypes[k]) continue;
+      if (!ms->trainable_init[v] || !e->reached[v] || ms->rt[v] != dtypes[k]) continue;
       uint64_t numel = g->inits[g->values[v].initializer].numel;
       int32_t sdt = master ? MB_DTYPE_FLOAT : ms->rt[v];
       if (numel > largest) {
@@ -489,7 +495,11 @@ int mb_emit_step(mb_builder *b) {
   const mb_graph *g = ms->g;
   e.gslot = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(int32_t));
   e.pgrad = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(int32_t));
-  if (!e.gslot || !e.pgrad) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  e.owned_first = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(int32_t));
+  e.owned_n = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(int32_t));
+  e.reached_any = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(bool));
+  if (!e.reached_any) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  if (!e.gslot || !e.pgrad || !e.owned_first || !e.owned_n) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   for (int32_t v = 0; v < g->n_values; v++) e.gslot[v] = e.pgrad[v] = -1;
   loss_state ls = {0};
   segment *sg = NULL;
@@ -549,7 +559,19 @@ int mb_emit_step(mb_builder *b) {
     if (e.gslot[v] >= 0) release(&e, 0, e.gslot[v], -1);
   for (int32_t i = 0; i < g->n_outputs; i++) release(&e, 0, ms->slot_of[g->outputs[i]], -1);
 
+  /* A weight the loss never reaches gets no .grad, and torch.optim skips weights without
+   * one: no state, no master copy, no accumulated grad. Its setup slots become empty. */
+  bool *reached = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(bool));
+  if (!reached) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  for (int32_t v = 0; v < g->n_values; v++) {
+    if (!ms->trainable_init[v]) continue;
+    bool got = b->tr->grad_accumulation > 1 ? e.reached_any[v] : e.pgrad[v] >= 0;
+    reached[v] = got;
+    if (got) b->p->slots[ms->slot_of[v]].has_grad = true;
+    else for (int32_t k = 0; k < e.owned_n[v]; k++) b->p->slots[e.owned_first[v] + k].rule = MB_SZ_ZERO;
+  }
   e.phase = MB_PHASE_OPTIMIZER;
+  e.reached = reached;
   if (emit_optimizer(&e) != MB_OK) return b->d->status;
   b->p->states_at_init = mb_optim_get(b->tr->optimizer)->states_at_init;
   return b->d->status;

@@ -34,7 +34,8 @@ typedef struct mb_slot {
   int32_t factor;    /* element multiplier (2 statistics per row, ...) */
   uint64_t fixed;    /* MB_SZ_FIXED bytes */
   const char *name;
-  bool trains;       /* a weight that trains (its .grad and optimizer state exist) */
+  bool trains;       /* a weight that requires grad */
+  bool has_grad;     /* a weight that trains and receives a gradient from the loss */
   int32_t refs;      /* building only: references still to be released */
 } mb_slot;
 

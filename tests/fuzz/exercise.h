@@ -8,7 +8,7 @@
  *  - on success: reads every string, dim and struct every accessor hands out (so ASan sees any
  *    dangling or short array), accounts with no setup and with a freeze + trainable setup,
  *    renders mb_model_info_json() and runs mb_infer_shapes() both ways (batch=2, sequence=7),
- *    probes out-of-range indices;
+ *    probes out-of-range indices, and runs one training-step estimate (mb_fuzz_exercise_estimate);
  * and frees everything. It returns 0, or -1 after printing to stderr when an API invariant is
  * broken (memory errors are left to the sanitizers). Header-only: every function is static. */
 #ifndef MB_TESTS_FUZZ_EXERCISE_H
@@ -113,6 +113,46 @@ static int mb_fuzz_exercise_shapes(const mb_model *m, const mb_setup *setup) {
   return bad;
 }
 
+/* One training-step estimate at batch 3 under a setup that reaches most of the simulation
+ * (autocast, checkpointing every module, the model as its own teacher, eager attention), and
+ * its JSON with the trace. Failing is fine with a message; a budget must add up. */
+static int mb_fuzz_exercise_estimate(const mb_model *m) {
+  int bad = 0;
+  mb_setup *s = NULL;
+  if (mb_setup_create(&s) != MB_OK) return 0;
+  const char *opts[][2] = {{"precision", "amp-bf16"}, {"checkpoint", "*"}, {"attention", "eager"},
+                           {"optimizer", "adamw-8bit"}, {"ema", "1"}, {"device_memory", "1GiB"}};
+  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+    if (mb_setup_set(s, opts[i][0], opts[i][1]) != MB_OK) bad |= mb_fuzz_violation("mb_setup_set", 0, opts[i][0]);
+  mb_setup_set_batch(s, 3);
+  mb_setup_set_dim(s, "sequence", 7);
+  mb_setup_set_teacher(s, m);
+  mb_budget b = {.struct_size = sizeof b};
+  int rc = mb_estimate(m, s, &b);
+  if (!mb_fuzz_status_ok(rc)) {
+    bad |= mb_fuzz_violation("mb_estimate: unknown status code", rc, NULL);
+  } else if (rc != MB_OK) {
+    const char *msg = mb_setup_errmsg(s);
+    if (!msg || !*msg) bad |= mb_fuzz_violation("mb_estimate failed without a message", rc, NULL);
+    mb_fuzz_touch_str(msg);
+  } else {
+    if (b.allocated_peak < b.static_bytes || b.reserved_peak < b.allocated_peak ||
+        b.device_peak != b.reserved_peak + b.context || b.batch_size != 3)
+      bad |= mb_fuzz_violation("mb_estimate: the budget does not add up", rc, NULL);
+    char *json = NULL;
+    rc = mb_estimate_json(m, s, 1, &json);
+    if (rc == MB_OK) {
+      if (!json || json[0] != '{') bad |= mb_fuzz_violation("mb_estimate_json", rc, NULL);
+      else mb_fuzz_sink += strlen(json);
+    } else if (rc != MB_E_NOMEM) {
+      bad |= mb_fuzz_violation("mb_estimate_json fails where mb_estimate did not", rc, mb_setup_errmsg(s));
+    }
+    mb_free(json);
+  }
+  mb_setup_free(s);
+  return bad;
+}
+
 static int mb_fuzz_exercise_loaded(const mb_model *m, mb_setup *setup) {
   int bad = 0;
   const char *msg = mb_model_errmsg(m);
@@ -208,6 +248,7 @@ static int mb_fuzz_exercise_loaded(const mb_model *m, mb_setup *setup) {
     mb_free(json);
     bad |= mb_fuzz_exercise_shapes(m, setups[k]);
   }
+  bad |= mb_fuzz_exercise_estimate(m);
   return bad;
 }
 
