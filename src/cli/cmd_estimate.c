@@ -123,7 +123,7 @@ static int set(mb_setup *s, const char *flag, const char *key, const char *value
 
 int mb_cmd_estimate(int argc, char **argv) {
   const char *path = NULL, *teacher_path = NULL;
-  int json = 0, trace = 0, rc = MB_EXIT_OK;
+  int json = 0, trace = 0, rc = MB_EXIT_OK, have_batch = 0, have_device = 0;
   mb_setup *setup = NULL;
   if (mb_setup_create(&setup) != MB_OK) return MB_EXIT_INPUT;
   for (int i = 1; i < argc && rc == MB_EXIT_OK; i++) {
@@ -134,6 +134,7 @@ int mb_cmd_estimate(int argc, char **argv) {
         done = true;
         if (i + 1 >= argc) rc = mb_cli_usage_error("%s needs a value", a);
         else rc = set(setup, a, value_flags[k].key, argv[++i]);
+        have_device |= !strcmp(value_flags[k].key, "gpu") || !strcmp(value_flags[k].key, "device_memory");
       }
     for (size_t k = 0; k < sizeof switch_flags / sizeof switch_flags[0] && !done; k++)
       if (!strcmp(a, switch_flags[k].flag)) {
@@ -151,6 +152,7 @@ int mb_cmd_estimate(int argc, char **argv) {
       long long b = i + 1 < argc ? strtoll(argv[i + 1], &end, 10) : 0;
       if (i + 1 >= argc || !*argv[i + 1] || *end || b < 1 || mb_setup_set_batch(setup, b) != MB_OK)
         rc = mb_cli_usage_error("--batch needs an integer >= 1");
+      have_batch = 1;
       i++;
     } else if (!strcmp(a, "--batch-dim")) {
       if (i + 1 >= argc || mb_setup_set_batch_dim(setup, argv[i + 1]) != MB_OK)
@@ -174,6 +176,9 @@ int mb_cmd_estimate(int argc, char **argv) {
   }
   if (rc == MB_EXIT_OK && !path) rc = mb_cli_usage_error("estimate: no model given");
   if (rc == MB_EXIT_OK && trace && !json) rc = mb_cli_usage_error("--trace goes with --json");
+  if (rc == MB_EXIT_OK && !have_batch && !have_device)
+    rc = mb_cli_usage_error("estimate: give a GPU (--gpu NAME) or its memory (--device-memory SIZE) "
+                            "to solve the batch size for, or a batch size (--batch N)");
   if (rc != MB_EXIT_OK) {
     mb_setup_free(setup);
     return rc;
