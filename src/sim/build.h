@@ -21,6 +21,7 @@ typedef struct mb_lnode {
   const int32_t *out;
   int32_t *in_slot;       /* storage each input is read from (a cast copy where autocast casts) */
   int32_t *cast_slot;     /* per input: the cast/contiguous copy this node made, or -1 */
+  int32_t *src_slot;      /* per input: the storage a copy was made from (read too), or -1 */
   int32_t *out_slot;      /* per output: its storage (-1 omitted) */
   bool *out_new;          /* per output: a storage this node allocates (not a view) */
   int32_t stats_slot;     /* fp32 statistics / masks / indices kept for backward, or -1 */
@@ -67,6 +68,11 @@ typedef struct mb_builder {
   int8_t class_axis;
   int32_t n_segments;
 } mb_builder;
+
+/* Storage i of the ones a node reads: its inputs (0..n_in-1), then the sources of its copies. */
+static inline int32_t mb_lnode_read(const mb_lnode *ln, int32_t i) {
+  return i < ln->n_in ? ln->in_slot[i] : ln->src_slot[i - ln->n_in];
+}
 
 /* plan.c */
 int mb_slot_new(mb_builder *b, int model, int rule, int category, int32_t ref, int32_t dtype,

@@ -87,10 +87,10 @@ static int forward_node(emitter *e, int model, const mb_lnode *ln, bool keep_sav
   if (ln->stats_slot >= 0) ev(e, 1, model, map(e, ln->stats_slot), node);
   if (keep_saved)
     for (int32_t k = 0; k < ln->n_saved; k++) hold(e, map(e, ln->saved[k]));
-  for (int32_t i = 0; i < ln->n_in; i++) {
-    int32_t s = ln->in_slot[i];
+  for (int32_t i = 0; i < 2 * ln->n_in; i++) {
+    int32_t s = mb_lnode_read(ln, i);
     bool dup = false;
-    for (int32_t j = 0; j < i; j++) dup |= ln->in_slot[j] == s;
+    for (int32_t j = 0; j < i; j++) dup |= mb_lnode_read(ln, j) == s;
     if (s < 0 || dup) continue;
     if (!recompute || map(e, s) != s) release(e, model, map(e, s), node);
   }
@@ -134,14 +134,14 @@ static int find_segments(emitter *e, segment **out) {
   for (int32_t id = 0; id < b->n_segments; id++) {
     if (sg[id].first < 0) continue;
     int32_t cap = 0;
-    for (int32_t i = sg[id].first; i <= sg[id].last; i++) cap += ms->ln[i].n_in;
+    for (int32_t i = sg[id].first; i <= sg[id].last; i++) cap += 2 * ms->ln[i].n_in;
     sg[id].inputs = mb_arena_array(&b->a, (size_t)cap + 1, sizeof(int32_t));
     if (!sg[id].inputs) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
     for (int32_t i = sg[id].first; i <= sg[id].last; i++) {
       const mb_lnode *ln = &ms->ln[i];
       if (ln->segment != id) continue;
-      for (int32_t j = 0; j < ln->n_in; j++) {
-        int32_t s = ln->in_slot[j];
+      for (int32_t j = 0; j < 2 * ln->n_in; j++) {
+        int32_t s = mb_lnode_read(ln, j);
         if (s < 0 || slot(e, s)->refs == MB_PERSISTENT || slot(e, s)->rule == MB_SZ_ZERO) continue;
         if (produced_in(ms, &sg[id], id, s)) continue;
         bool seen = false;
@@ -183,10 +183,10 @@ static int recompute(emitter *e, segment *sg, int32_t id) {
   for (int32_t i = sg->first; i <= sg->last; i++) {
     const mb_lnode *ln = &ms->ln[i];
     if (ln->segment != id) continue;
-    for (int32_t j = 0; j < ln->n_in; j++) {
-      int32_t s = ln->in_slot[j];
+    for (int32_t j = 0; j < 2 * ln->n_in; j++) {
+      int32_t s = mb_lnode_read(ln, j);
       bool dup = false;
-      for (int32_t k = 0; k < j; k++) dup |= ln->in_slot[k] == s;
+      for (int32_t k = 0; k < j; k++) dup |= mb_lnode_read(ln, k) == s;
       if (s >= 0 && !dup && map(e, s) != s) slot(e, map(e, s))->refs++;
     }
   }
@@ -246,8 +246,8 @@ static int backward_node(emitter *e, const mb_lnode *ln) {
       hold(e, c);
     } else {
       int32_t tmp = -1;
-      if (ln->cast_slot[i] >= 0 || (ln->in_slot[i] >= 0 && ln->in_slot[i] != ms->slot_of[v] &&
-                                     slot(e, ln->in_slot[i])->dtype != ms->rt[v])) {
+      if (ln->in_slot[i] >= 0 && ln->in_slot[i] != ms->slot_of[v] &&
+          slot(e, ln->in_slot[i])->dtype != ms->rt[v]) {
         /* the grad arrives in the cast's dtype, then _to_copy's backward casts it back */
         tmp = fresh(e, 0, MB_SZ_VALUE, MB_CAT_ACT_GRAD, v, slot(e, ln->in_slot[i])->dtype, "grad through autocast");
         if (tmp < 0) return b->d->status;

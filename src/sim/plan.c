@@ -106,6 +106,17 @@ static int bind_leaves(mb_builder *b, int model) {
 
 /* ---- contiguity: permuted views and the copies they force ---- */
 
+/* A permutation that only moves size-1 dims keeps the tensor contiguous. dims: the view's. */
+static bool moves_data(const int32_t *perm, const int64_t *dims, int32_t rank) {
+  int32_t last = -1;
+  for (int32_t i = 0; i < rank; i++) {
+    if (dims[i] == 1) continue;
+    if (perm[i] < last) return true;
+    last = perm[i];
+  }
+  return false;
+}
+
 static const int32_t *compose_perm(mb_builder *b, const mb_model_state *ms, const mb_node *n) {
   int32_t x = n->inputs[0];
   int32_t rank = ms->t[x].rank;
@@ -122,6 +133,8 @@ static const int32_t *compose_perm(mb_builder *b, const mb_model_state *ms, cons
     p[i] = ms->perm[x] ? ms->perm[x][q] : (int32_t)q;
     identity &= p[i] == i;
   }
+  int32_t y = n->outputs[0];
+  if (!identity && y >= 0 && ms->t[y].rank == rank && !moves_data(p, ms->t[y].dims, rank)) identity = true;
   return identity ? NULL : p;
 }
 
@@ -176,7 +189,13 @@ static int stats_slot(mb_builder *b, int model, mb_lnode *ln, int stats) {
       break;
     case MB_STATS_INDICES_OUT: ref = y; dtype = MB_DTYPE_INT64; name = "max-pool indices"; break;
     case MB_STATS_MASK_IN: dtype = MB_DTYPE_BOOL; name = "dropout mask"; break;
-    case MB_STATS_LSE: rule = MB_SZ_LSE; name = "attention logsumexp"; break;
+    case MB_STATS_LSE:
+      /* the memory-efficient kernel (fp32) pads rows to 32; flash (fp16/bf16) does not */
+      rule = MB_SZ_LSE;
+      axis = x >= 0 && ms->rt[x] == MB_DTYPE_FLOAT && ln->in_slot[0] >= 0 &&
+             b->p->slots[ln->in_slot[0]].dtype == MB_DTYPE_FLOAT ? 32 : 0;
+      name = "attention logsumexp";
+      break;
     case MB_STATS_RNN:
       ref = y; dtype = ms->rt[y];
       factor = is_op(n, "LSTM") ? 4 : is_op(n, "GRU") ? 3 : 1;
@@ -235,9 +254,10 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
   mb_arena *a = &b->a;
   ln->in_slot = mb_arena_array(a, (size_t)ln->n_in + 1, sizeof(int32_t));
   ln->cast_slot = mb_arena_array(a, (size_t)ln->n_in + 1, sizeof(int32_t));
+  ln->src_slot = mb_arena_array(a, (size_t)ln->n_in + 1, sizeof(int32_t));
   ln->out_slot = mb_arena_array(a, (size_t)ln->n_out + 1, sizeof(int32_t));
   ln->out_new = mb_arena_array(a, (size_t)ln->n_out + 1, sizeof(bool));
-  if (!ln->in_slot || !ln->cast_slot || !ln->out_slot || !ln->out_new)
+  if (!ln->in_slot || !ln->cast_slot || !ln->src_slot || !ln->out_slot || !ln->out_new)
     return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   ln->stats_slot = -1;
   const mb_grad_rule *r = ln->r = mb_grad_rule_of(ln->rule);
@@ -267,7 +287,7 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
   for (int32_t i = 0; i < ln->n_in; i++) {
     int32_t v = ln->in[i];
     ln->in_slot[i] = v >= 0 ? ms->slot_of[v] : -1;
-    ln->cast_slot[i] = -1;
+    ln->cast_slot[i] = ln->src_slot[i] = -1;
     if (v < 0 || !is_float_dtype(ms->rt[v])) continue;
     if (!first_float) first_float = ms->rt[v];
     if (!widest || mb_dtype_bits(ms->rt[v]) > mb_dtype_bits(widest)) widest = ms->rt[v];
@@ -300,6 +320,7 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
         } else {
           int32_t c = mb_slot_new(b, model, MB_SZ_VALUE, MB_CAT_TEMPORARY, v, want, "autocast copy");
           if (c < 0) return b->d->status;
+          ln->src_slot[i] = ln->in_slot[i];
           ln->in_slot[i] = ln->cast_slot[i] = c;
         }
       }
@@ -312,6 +333,7 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
         int32_t v = ln->in[i];
         int32_t c = mb_slot_new(b, model, MB_SZ_VALUE, MB_CAT_TEMPORARY, v, ms->rt[v], "matmul contiguous copy");
         if (c < 0) return b->d->status;
+        ln->src_slot[i] = ln->in_slot[i];
         ln->in_slot[i] = ln->cast_slot[i] = c;
       }
 
@@ -348,6 +370,11 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
       if (sl < 0) return b->d->status;
       ms->slot_of[o] = sl;
       ln->out_new[j] = true;
+      /* SDPA kernels write [B,L,H,D] and return it transposed: transpose(1,2) after is a view */
+      static const int32_t sdpa_layout[4] = {0, 2, 1, 3};
+      if (j == 0 && (ln->rule == MB_G_FUSED_ATTENTION || ln->rule == MB_G_ATTENTION) && ms->t[o].rank == 4 &&
+          moves_data(sdpa_layout, ms->t[o].dims, 4))
+        ms->perm[o] = sdpa_layout;
     }
     ln->out_slot[j] = ms->slot_of[o];
   }
@@ -364,6 +391,9 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     }
     for (int32_t j = 0; j < ln->n_out && j < 8; j++)
       if ((r->save_out >> j) & 1) keep(ln, ln->out_slot[j]);
+    for (int32_t k = 0; k < ln->n_saved; k++) /* a kept copy of an activation is an activation */
+      for (int32_t i = 0; i < ln->n_in; i++)
+        if (ln->saved[k] == ln->cast_slot[i] && ln->src_slot[i] >= 0) b->p->slots[ln->saved[k]].category = MB_CAT_ACTIVATION;
     int stats = r->stats;
     if (ln->rule == MB_G_DROPOUT && (ln->n_out < 2 || ln->out[1] < 0)) stats = MB_STATS_MASK_IN;
     if (stats) {
@@ -371,11 +401,12 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
       keep(ln, ln->stats_slot);
     }
   }
-  /* forward references: each node reads each of its input storages once */
-  for (int32_t i = 0; i < ln->n_in; i++) {
-    int32_t sl = ln->in_slot[i];
+  /* forward references: each node reads each of its input storages once, and the storages
+   * its copies were made from */
+  for (int32_t i = 0; i < 2 * ln->n_in; i++) {
+    int32_t sl = mb_lnode_read(ln, i);
     bool dup = false;
-    for (int32_t j = 0; j < i; j++) dup |= ln->in_slot[j] == sl;
+    for (int32_t j = 0; j < i; j++) dup |= mb_lnode_read(ln, j) == sl;
     if (sl >= 0 && !dup && b->p->slots[sl].refs != PERSISTENT) b->p->slots[sl].refs++;
   }
   return MB_OK;

@@ -20,7 +20,12 @@ static uint64_t elems(const mb_slot *s, const mb_tinfo *t) {
     }
     case MB_SZ_CHANNELS: return r >= 2 ? (uint64_t)x->dims[1] : 1;
     case MB_SZ_NC: return r >= 2 ? (uint64_t)x->dims[0] * (uint64_t)x->dims[1] : numel;
-    case MB_SZ_LSE: return r >= 1 && x->dims[r - 1] ? numel / (uint64_t)x->dims[r - 1] : numel;
+    case MB_SZ_LSE: {
+      if (r < 2 || !x->dims[r - 1] || !x->dims[r - 2]) return numel;
+      uint64_t rows = (uint64_t)x->dims[r - 2], lead = numel / (uint64_t)x->dims[r - 1] / rows;
+      if (s->axis > 0) rows = (rows + (uint64_t)s->axis - 1) / (uint64_t)s->axis * (uint64_t)s->axis;
+      return lead * rows;
+    }
     case MB_SZ_TARGET:
       return s->axis < r && x->dims[s->axis] ? numel / (uint64_t)x->dims[s->axis] : numel;
     default: return 0;

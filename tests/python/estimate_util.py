@@ -42,3 +42,69 @@ def estimate(cli, path, *args, check=0):
 def trace(cli, path, *args):
     p = run(cli, "estimate", path, "--json", "--trace", *args, check=0)
     return json.loads(p.stdout)
+
+
+class Step:
+    """A hand-written allocation sequence of one training step, as PyTorch runs it: live bytes,
+    the peak of each phase (a phase holds at least the level it starts at), and which live
+    tensors are activations. The tests write the events from autograd semantics; this only adds
+    them up."""
+
+    PHASES = ("setup", "teacher", "forward", "loss", "backward", "optimizer")
+
+    def __init__(self):
+        self.live = 0
+        self.phase = "setup"
+        self.peaks = {"setup": 0}
+        self.tensors = {}  # name -> (bytes, is_activation)
+
+    def enter(self, phase):
+        self.phase = phase
+        self.peaks[phase] = max(self.peaks.get(phase, 0), self.live)
+
+    def alloc(self, name, nbytes, act=False):
+        assert name not in self.tensors, name
+        self.tensors[name] = (nbytes, act)
+        self.live += nbytes
+        self.peaks[self.phase] = max(self.peaks[self.phase], self.live)
+
+    def free(self, *names):
+        for n in names:
+            self.live -= self.tensors.pop(n)[0]
+
+    def activations(self):
+        return sum(b for b, act in self.tensors.values() if act)
+
+    def peak(self, *phases):
+        return max(self.peaks.get(p, 0) for p in phases)
+
+    @property
+    def forward_peak(self):
+        return self.peak("setup", "teacher", "forward", "loss")
+
+    @property
+    def backward_peak(self):
+        return self.peak("backward")
+
+    @property
+    def optimizer_peak(self):
+        return self.peak("optimizer")
+
+    @property
+    def allocated_peak(self):
+        return self.peak(*self.PHASES)
+
+
+def ce_loss(s, logits_bytes, grad_name="g_logits"):
+    """Cross-entropy (log_softmax + nll_loss) on fp32 logits of logits_bytes: forward keeps the
+    log-probs and a 4-byte loss; backward allocates the seed, the grad of the log-probs, then the
+    grad of the logits (left alive as grad_name)."""
+    s.enter("loss")
+    s.alloc("logp", logits_bytes)
+    s.alloc("loss", 4)
+    s.enter("backward")
+    s.alloc("seed", 4)
+    s.alloc("g_logp", logits_bytes)
+    s.free("seed")
+    s.alloc(grad_name, logits_bytes)
+    s.free("g_logp", "logp", "loss")
