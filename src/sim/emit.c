@@ -457,9 +457,12 @@ static int emit_optimizer(emitter *e) {
   int32_t dtypes[4] = {MB_DTYPE_FLOAT, MB_DTYPE_FLOAT16, MB_DTYPE_BFLOAT16, MB_DTYPE_DOUBLE};
   uint64_t largest = 0;
   int32_t largest_dt = MB_DTYPE_FLOAT;
+  int32_t per_weight = opt->foreach_lists + (master ? 1 : 0);
+  int32_t *list = mb_arena_array(&b->a, (size_t)g->n_values * (size_t)(per_weight + 1) + 1, sizeof(int32_t));
+  if (!list) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   for (int k = 0; k < 4; k++) {
-    int32_t list[4096], n = 0;
-    for (int32_t v = 0; v < g->n_values && n < 4000; v++) {
+    int32_t n = 0;
+    for (int32_t v = 0; v < g->n_values; v++) {
       if (!ms->trainable_init[v] || !e->reached[v] || ms->rt[v] != dtypes[k]) continue;
       uint64_t numel = g->inits[g->values[v].initializer].numel;
       int32_t sdt = master ? MB_DTYPE_FLOAT : ms->rt[v];
