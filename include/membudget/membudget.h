@@ -392,8 +392,10 @@ MB_API int mb_estimate(const mb_model *model, mb_setup *setup, mb_budget *out);
  * Writes at most size bytes (NUL-terminated); returns the length it needed. */
 MB_API size_t mb_budget_summary(const mb_budget *budget, char *buf, size_t size);
 /* The budget (and, with trace != 0, every event of the step) as JSON; the caller frees the
- * string with mb_free(). Runs mb_estimate itself. */
-MB_API int mb_estimate_json(const mb_model *model, mb_setup *setup, int trace, char **out_json);
+ * string with mb_free(). Runs the estimate itself; budget (may be NULL, struct_size set) also
+ * receives it, so a caller needing both does not estimate twice. */
+MB_API int mb_estimate_json(const mb_model *model, mb_setup *setup, int trace, char **out_json,
+                            mb_budget *budget);
 
 /* The allocation trace of one step at one batch size. */
 typedef struct mb_trace mb_trace;

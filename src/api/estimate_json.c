@@ -1,9 +1,11 @@
 /* The budget as text: the one-line MemoryBudget(...) summary and the JSON document of
  * `membudget estimate --json` (raw byte integers, "schema_version"). */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/versioned.h"
 #include "budget/estimate.h"
 #include "sim/optim.h"
 #include "util/format.h"
@@ -141,7 +143,7 @@ static void json_trace(mb_strbuf *sb, const mb_plan *p, const uint64_t *bytes, c
   mb_sb_puts(sb, "  ]");
 }
 
-MB_API int mb_estimate_json(const mb_model *m, mb_setup *s, int trace, char **out) {
+MB_API int mb_estimate_json(const mb_model *m, mb_setup *s, int trace, char **out, mb_budget *budget) {
   if (!s || !out) return MB_E_INVALID_ARG;
   *out = NULL;
   s->errmsg[0] = '\0';
@@ -175,6 +177,8 @@ MB_API int mb_estimate_json(const mb_model *m, mb_setup *s, int trace, char **ou
     mb_sb_puts(&sb, "\n}\n");
     if (mb_sb_failed(&sb)) mb_fail(&d, MB_E_NOMEM, "out of memory");
     else *out = mb_sb_detach(&sb);
+    if (budget && mb_fill_versioned(budget, &b, sizeof b, offsetof(mb_budget, at_peak)))
+      mb_fail(&d, MB_E_INVALID_ARG, "mb_estimate_json: budget.struct_size is not set");
     mb_sb_free(&sb);
   }
   free(bytes);

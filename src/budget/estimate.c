@@ -18,8 +18,7 @@ static void weights(const mb_plan *p, uint64_t rounding, mb_budget *bu) {
   for (int32_t i = 0; i < p->n_slots; i++) {
     const mb_slot *s = &p->slots[i];
     if (s->rule != MB_SZ_FIXED || s->model != 0) continue;
-    uint64_t bytes = s->fixed;
-    if (bytes && rounding > 1) bytes = (bytes + rounding - 1) / rounding * rounding;
+    uint64_t bytes = mb_round_block(s->fixed, rounding);
     if (s->category == MB_CAT_PARAMETER && s->ref >= 0) {
       if (s->trains) bu->params_trainable += bytes;
       else bu->params_frozen += bytes;

@@ -14,6 +14,11 @@ int mb_cmd_gpus(int argc, char **argv);
 #include "membudget/membudget.h"
 /* --dim NAME=VALUE into setup; returns an exit code. */
 int mb_cli_parse_dim(mb_setup *setup, const char *arg);
+/* The setup flags several commands share, selected by `which` (MB_CLI_TRAINABILITY: --freeze,
+ * --trainable; MB_CLI_DIMS: --batch, --batch-dim, --dim). If argv[*i] is one of them, applies
+ * it (advancing *i past its value), sets *rc (exit code) and returns 1; else returns 0. */
+enum { MB_CLI_TRAINABILITY = 1, MB_CLI_DIMS = 2 };
+int mb_cli_setup_flag(mb_setup *setup, int which, int argc, char **argv, int *i, int *rc);
 
 /* Print "membudget: <msg>" to stderr, a hint to run --help, and return MB_EXIT_USAGE. */
 #if defined(__GNUC__)

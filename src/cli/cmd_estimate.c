@@ -147,25 +147,8 @@ int mb_cmd_estimate(int argc, char **argv) {
     else if (!strcmp(a, "--teacher")) {
       if (i + 1 >= argc) rc = mb_cli_usage_error("--teacher needs a model");
       else teacher_path = argv[++i];
-    } else if (!strcmp(a, "--batch")) {
-      char *end = NULL;
-      long long b = i + 1 < argc ? strtoll(argv[i + 1], &end, 10) : 0;
-      if (i + 1 >= argc || !*argv[i + 1] || *end || b < 1 || mb_setup_set_batch(setup, b) != MB_OK)
-        rc = mb_cli_usage_error("--batch needs an integer >= 1");
-      have_batch = 1;
-      i++;
-    } else if (!strcmp(a, "--batch-dim")) {
-      if (i + 1 >= argc || mb_setup_set_batch_dim(setup, argv[i + 1]) != MB_OK)
-        rc = mb_cli_usage_error("--batch-dim needs a dim name");
-      i++;
-    } else if (!strcmp(a, "--dim")) {
-      if (i + 1 >= argc) rc = mb_cli_usage_error("--dim needs NAME=VALUE");
-      else rc = mb_cli_parse_dim(setup, argv[++i]);
-    } else if (!strcmp(a, "--freeze") || !strcmp(a, "--trainable")) {
-      if (i + 1 >= argc) rc = mb_cli_usage_error("%s needs a glob", a);
-      else if ((a[2] == 'f' ? mb_setup_add_freeze(setup, argv[i + 1]) : mb_setup_add_trainable(setup, argv[i + 1])) != MB_OK)
-        rc = mb_cli_usage_error("%s: %s", a, mb_setup_errmsg(setup));
-      i++;
+    } else if (mb_cli_setup_flag(setup, MB_CLI_TRAINABILITY | MB_CLI_DIMS, argc, argv, &i, &rc)) {
+      have_batch |= !strcmp(a, "--batch");
     } else if (a[0] == '-' && a[1]) {
       rc = mb_cli_usage_error("estimate: unknown option '%s'", a);
     } else if (path) {
@@ -192,10 +175,8 @@ int mb_cmd_estimate(int argc, char **argv) {
   } else if (teacher_path && mb_model_load_file(teacher_path, &teacher) != MB_OK) {
     fprintf(stderr, "membudget: teacher: %s\n", mb_model_errmsg(teacher));
     rc = MB_EXIT_INPUT;
-  } else if (mb_setup_set_teacher(setup, teacher), mb_estimate(m, setup, &b) != MB_OK) {
-    fprintf(stderr, "membudget: %s: %s\n", path, mb_setup_errmsg(setup));
-    rc = MB_EXIT_INPUT;
-  } else if (json && mb_estimate_json(m, setup, trace, &doc) != MB_OK) {
+  } else if (mb_setup_set_teacher(setup, teacher),
+             (json ? mb_estimate_json(m, setup, trace, &doc, &b) : mb_estimate(m, setup, &b)) != MB_OK) {
     fprintf(stderr, "membudget: %s: %s\n", path, mb_setup_errmsg(setup));
     rc = MB_EXIT_INPUT;
   } else {

@@ -139,14 +139,8 @@ int mb_cmd_info(int argc, char **argv) {
     const char *arg = argv[i];
     if (!strcmp(arg, "--json")) {
       json = 1;
-    } else if (!strcmp(arg, "--freeze") || !strcmp(arg, "--trainable")) {
-      if (i + 1 >= argc) {
-        rc = mb_cli_usage_error("%s needs a GLOB", arg);
-        break;
-      }
-      const char *glob = argv[++i];
-      int st = arg[2] == 'f' ? mb_setup_add_freeze(setup, glob) : mb_setup_add_trainable(setup, glob);
-      if (st != MB_OK) rc = mb_cli_usage_error("%s: %s", arg, mb_setup_errmsg(setup));
+    } else if (mb_cli_setup_flag(setup, MB_CLI_TRAINABILITY, argc, argv, &i, &rc)) {
+      continue;
     } else if (arg[0] == '-' && arg[1]) {
       rc = mb_cli_usage_error("info: unknown option '%s'", arg);
     } else if (path) {

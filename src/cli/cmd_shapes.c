@@ -30,6 +30,28 @@ int mb_cli_parse_dim(mb_setup *setup, const char *arg) {
   return mb_setup_set_dim(setup, name, v) == MB_OK ? MB_EXIT_OK : mb_cli_usage_error("--dim %s: %s", arg, mb_setup_errmsg(setup));
 }
 
+int mb_cli_setup_flag(mb_setup *setup, int which, int argc, char **argv, int *i, int *rc) {
+  const char *a = argv[*i], *value = *i + 1 < argc ? argv[*i + 1] : NULL;
+  if ((which & MB_CLI_TRAINABILITY) && (!strcmp(a, "--freeze") || !strcmp(a, "--trainable"))) {
+    int st = value ? (a[2] == 'f' ? mb_setup_add_freeze(setup, value) : mb_setup_add_trainable(setup, value)) : 0;
+    if (!value) *rc = mb_cli_usage_error("%s needs a GLOB", a);
+    else if (st != MB_OK) *rc = mb_cli_usage_error("%s: %s", a, mb_setup_errmsg(setup));
+  } else if ((which & MB_CLI_DIMS) && !strcmp(a, "--batch")) {
+    char *end = NULL;
+    long long b = value ? strtoll(value, &end, 10) : 0;
+    if (!value || !*value || *end || b < 1 || mb_setup_set_batch(setup, b) != MB_OK)
+      *rc = mb_cli_usage_error("--batch needs an integer >= 1");
+  } else if ((which & MB_CLI_DIMS) && !strcmp(a, "--batch-dim")) {
+    if (!value || mb_setup_set_batch_dim(setup, value) != MB_OK) *rc = mb_cli_usage_error("--batch-dim needs a dim name");
+  } else if ((which & MB_CLI_DIMS) && !strcmp(a, "--dim")) {
+    *rc = value ? mb_cli_parse_dim(setup, value) : mb_cli_usage_error("--dim needs NAME=VALUE");
+  } else {
+    return 0;
+  }
+  (*i)++;
+  return 1;
+}
+
 int mb_cmd_shapes(int argc, char **argv) {
   const char *path = NULL;
   int json = 0, rc = MB_EXIT_OK;
@@ -37,17 +59,7 @@ int mb_cmd_shapes(int argc, char **argv) {
   if (mb_setup_create(&setup) != MB_OK) return MB_EXIT_INPUT;
   for (int i = 1; i < argc && rc == MB_EXIT_OK; i++) {
     if (!strcmp(argv[i], "--json")) json = 1;
-    else if (!strcmp(argv[i], "--batch")) {
-      char *end = NULL;
-      long long b = i + 1 < argc ? strtoll(argv[i + 1], &end, 10) : 0;
-      if (i + 1 >= argc || !*argv[i + 1] || *end || mb_setup_set_batch(setup, b) != MB_OK)
-        rc = mb_cli_usage_error("--batch needs an integer >= 1");
-      i++;
-    } else if (!strcmp(argv[i], "--batch-dim")) {
-      if (i + 1 >= argc || mb_setup_set_batch_dim(setup, argv[i + 1]) != MB_OK)
-        rc = mb_cli_usage_error("--batch-dim needs a dim name");
-      i++;
-    }
+    else if (mb_cli_setup_flag(setup, MB_CLI_DIMS, argc, argv, &i, &rc)) continue;
     else if (!strcmp(argv[i], "--input-data")) {
       if (i + 1 >= argc) rc = mb_cli_usage_error("--input-data needs a DIR");
       else if (mb_setup_bind_input_dir(setup, argv[++i]) != MB_OK) {
@@ -55,10 +67,7 @@ int mb_cmd_shapes(int argc, char **argv) {
         rc = MB_EXIT_INPUT;
       }
     }
-    else if (!strcmp(argv[i], "--dim")) {
-      if (i + 1 >= argc) rc = mb_cli_usage_error("--dim needs NAME=VALUE");
-      else rc = mb_cli_parse_dim(setup, argv[++i]);
-    } else if (argv[i][0] == '-' && argv[i][1]) rc = mb_cli_usage_error("shapes: unknown option '%s'", argv[i]);
+    else if (argv[i][0] == '-' && argv[i][1]) rc = mb_cli_usage_error("shapes: unknown option '%s'", argv[i]);
     else if (path) rc = mb_cli_usage_error("shapes: more than one model given");
     else path = argv[i];
   }

@@ -33,7 +33,7 @@ enum mb_amp { MB_AMP_KEEP = 0, MB_AMP_LOW, MB_AMP_FP32, MB_AMP_PROMOTE };
 #define MB_GF_NONDIFF 0x01u   /* outputs never require grad (comparisons, Shape, random) */
 #define MB_GF_VIEW 0x02u      /* every output is a view of input 0: no allocation */
 #define MB_GF_GRAD_VIEW 0x04u /* backward hands each input a view of the output grad */
-#define MB_GF_GRAD_SAME 0x08u /* an input shaped like the output gets the output grad itself */
+#define MB_GF_CUBLAS 0x08u    /* runs a cuBLAS GEMM (its workspace exists) */
 #define MB_GF_BN 0x10u        /* outputs 1.. are running stats updated in place */
 #define MB_GF_RESHAPE 0x20u   /* a permuted (non-contiguous) input is copied, not viewed */
 #define MB_GF_TRANSPOSE 0x40u /* output 0 is a permuted view */
@@ -44,6 +44,7 @@ typedef struct mb_grad_rule {
   uint8_t flags;
   uint8_t save_in[4];  /* MB_SAVE_* for inputs 0..3 (others: not saved) */
   uint8_t save_out;    /* bitmask of outputs kept */
+  uint8_t grad_same;   /* bitmask of inputs that, shaped like the output, get its grad itself */
   uint8_t stats;       /* enum mb_stats */
   uint8_t amp;         /* enum mb_amp */
   uint8_t bwd_tmp;     /* full-size temporaries its backward holds at once, in units of input 0 */

@@ -6,6 +6,8 @@
 
 #include <string.h>
 
+#include "onnx/dtype.h"
+
 typedef struct matcher {
   const mb_graph *g;
   const mb_tinfo *t;
@@ -50,11 +52,6 @@ static bool is_weight(const matcher *m, int32_t v) {
     v = p->inputs[0];
   }
   return false;
-}
-
-static bool is_float(const matcher *m, int32_t v) {
-  int32_t d = m->t[v].dtype;
-  return d == MB_DTYPE_FLOAT || d == MB_DTYPE_FLOAT16 || d == MB_DTYPE_BFLOAT16 || d == MB_DTYPE_DOUBLE;
 }
 
 static void add_input(mb_fused *f, int32_t v) {
@@ -198,7 +195,7 @@ static bool in_list(const int32_t *v, int32_t n, int32_t x) {
 
 static void match_island(matcher *m, int32_t x, int32_t start) {
   const mb_graph *g = m->g;
-  if (!is_float(m, x) || is_weight(m, x)) return;
+  if (!mb_dtype_is_float(m->t[x].dtype) || is_weight(m, x)) return;
   int32_t members[ISLAND_MAX], n = 0, internal[ISLAND_MAX], count[I_N] = {0};
   int32_t since = 0;
   for (int32_t k = start; k < g->n_nodes && n < ISLAND_MAX && since < ISLAND_WINDOW; k++, since++) {

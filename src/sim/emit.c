@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "budget/estimate.h"
+#include "onnx/dtype.h"
 #include "sim/build.h"
 #include "sim/optim.h"
 
@@ -198,10 +199,6 @@ static int recompute(emitter *e, segment *sg, int32_t id) {
 
 /* ---- backward ---- */
 
-static bool is_float_dtype(int32_t d) {
-  return d == MB_DTYPE_FLOAT || d == MB_DTYPE_FLOAT16 || d == MB_DTYPE_BFLOAT16 || d == MB_DTYPE_DOUBLE;
-}
-
 static void deliver(emitter *e, const mb_model_state *ms, int32_t v, int32_t c, int32_t node) {
   if (ms->trainable_init[v]) {
     e->reached_any[v] = true;
@@ -235,11 +232,10 @@ static int backward_node(emitter *e, const mb_lnode *ln) {
   int32_t g0 = out0 >= 0 ? e->gslot[out0] : -1;
   for (int32_t i = 0; i < ln->n_in; i++) {
     int32_t v = ln->in[i];
-    if (v < 0 || !ms->rg[v] || !is_float_dtype(ms->t[v].dtype)) continue;
+    if (v < 0 || !ms->rg[v] || !mb_dtype_is_float(ms->t[v].dtype)) continue;
     bool alias = g0 >= 0 && out0 >= 0 &&
                  ((r->flags & MB_GF_GRAD_VIEW) ||
-                  ((r->flags & MB_GF_GRAD_SAME) && !(ln->rule == MB_G_SUB && i == 1) &&
-                   shapes_equal(ms, v, out0)));
+                  (i < 8 && ((r->grad_same >> i) & 1) && shapes_equal(ms, v, out0)));
     int32_t c;
     if (alias) {
       c = g0;
@@ -368,10 +364,6 @@ static uint64_t dtype_bytes(int32_t dtype, uint64_t numel) {
   return bytes;
 }
 
-static bool gemm_like(const mb_lnode *ln) {
-  return ln->r->amp == MB_AMP_LOW && ln->rule != MB_G_CONV;
-}
-
 static int emit_setup(emitter *e, loss_state *ls) {
   mb_builder *b = e->b;
   const mb_train *tr = b->tr;
@@ -403,13 +395,13 @@ static int emit_setup(emitter *e, loss_state *ls) {
       }
       e->owned_n[v] = p->n_slots - e->owned_first[v];
     }
-    if (tr->ema && !ms->host[v] && is_float_dtype(ct->dtype) &&
+    if (tr->ema && !ms->host[v] && mb_dtype_is_float(ct->dtype) &&
         fixed(e, 0, MB_CAT_EMA, dtype_bytes(dt, ct->numel), "EMA copy", 1) < 0)
       return b->d->status;
   }
   bool gemm = false;
   for (int m = 0; m < 2; m++)
-    for (int32_t i = 0; i < b->ms[m].n_ln; i++) gemm |= gemm_like(&b->ms[m].ln[i]);
+    for (int32_t i = 0; i < b->ms[m].n_ln; i++) gemm |= (b->ms[m].ln[i].r->flags & MB_GF_CUBLAS) != 0;
   if (tr->teacher && tr->teacher_offload) {
     const mb_model_state *ts = &b->ms[1];
     for (int32_t k = 0; k < ts->g->n_nodes; k++) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "shape/infer.h"
+#include "onnx/dtype.h"
 #include "sim/build.h"
 #include "util/glob.h"
 
@@ -35,10 +36,6 @@ int mb_slot_new(mb_builder *b, int model, int rule, int category, int32_t ref, i
   sl->factor = 1;
   sl->name = name;
   return p->n_slots++;
-}
-
-static bool is_float_dtype(int32_t d) {
-  return d == MB_DTYPE_FLOAT || d == MB_DTYPE_FLOAT16 || d == MB_DTYPE_BFLOAT16 || d == MB_DTYPE_DOUBLE;
 }
 
 static uint64_t plan_numel(const mb_model_state *ms, int32_t v) {
@@ -277,7 +274,7 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
   bool record = false;
   for (int32_t i = 0; i < ln->n_in; i++) {
     int32_t v = ln->in[i];
-    if (v >= 0 && ms->rg[v] && is_float_dtype(ms->t[v].dtype)) record = true;
+    if (v >= 0 && ms->rg[v] && mb_dtype_is_float(ms->t[v].dtype)) record = true;
   }
   if (r->flags & MB_GF_NONDIFF) record = false;
   ln->record = record && model == 0;
@@ -288,7 +285,7 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     int32_t v = ln->in[i];
     ln->in_slot[i] = v >= 0 ? ms->slot_of[v] : -1;
     ln->cast_slot[i] = ln->src_slot[i] = -1;
-    if (v < 0 || !is_float_dtype(ms->rt[v])) continue;
+    if (v < 0 || !mb_dtype_is_float(ms->rt[v])) continue;
     if (!first_float) first_float = ms->rt[v];
     if (!widest || mb_dtype_bits(ms->rt[v]) > mb_dtype_bits(widest)) widest = ms->rt[v];
   }
@@ -301,7 +298,7 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
       out_float = want;
       for (int32_t i = 0; i < ln->n_in; i++) {
         int32_t v = ln->in[i];
-        if (v < 0 || !is_float_dtype(ms->rt[v]) || ms->rt[v] == want || ms->host[v]) continue;
+        if (v < 0 || !mb_dtype_is_float(ms->rt[v]) || ms->rt[v] == want || ms->host[v]) continue;
         int32_t src = ms->slot_of[v];
         bool cached = want == b->low && ms->rg[v] && src >= 0 && b->p->slots[src].refs == PERSISTENT;
         if (cached) { /* a trainable weight: autocast caches its cast until autocast exits */
@@ -352,8 +349,8 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     ln->out_new[j] = false;
     if (o < 0) continue;
     int32_t od = ms->t[o].dtype;
-    ms->rt[o] = is_float_dtype(od) ? out_float : od;
-    ms->rg[o] = ln->record && is_float_dtype(od);
+    ms->rt[o] = mb_dtype_is_float(od) ? out_float : od;
+    ms->rg[o] = ln->record && mb_dtype_is_float(od);
     ms->host[o] = host;
     if (view && !reshape_copy && ln->in_slot[0] >= 0 && !host) {
       ms->slot_of[o] = ln->in_slot[0];
@@ -517,7 +514,7 @@ static int choose_loss(mb_builder *b) {
   const mb_graph *g = ms->g;
   b->loss_out = -1;
   for (int32_t i = 0; i < g->n_outputs && b->loss_out < 0; i++)
-    if (is_float_dtype(ms->t[g->outputs[i]].dtype) && ms->t[g->outputs[i]].rank >= 0) b->loss_out = g->outputs[i];
+    if (mb_dtype_is_float(ms->t[g->outputs[i]].dtype) && ms->t[g->outputs[i]].rank >= 0) b->loss_out = g->outputs[i];
   if (b->loss_out < 0)
     return mb_fail(b->d, MB_E_UNSUPPORTED, "the model has no floating-point output for a loss to read");
   const mb_tinfo *y = &ms->t[b->loss_out];

@@ -57,6 +57,11 @@ typedef struct mb_plan {
   char note[512];       /* what was assumed (loss chosen, ...) */
 } mb_plan;
 
+/* Device bytes of a tensor: rounded up to the allocator's block (rounding <= 1: exact). */
+static inline uint64_t mb_round_block(uint64_t bytes, uint64_t rounding) {
+  return bytes && rounding > 1 ? (bytes + rounding - 1) / rounding * rounding : bytes;
+}
+
 int mb_plan_build(const mb_model *m, const mb_setup *s, mb_plan **out, mb_diag *d);
 void mb_plan_free(mb_plan *p);
 

@@ -37,8 +37,7 @@ static uint64_t slot_bytes(const mb_slot *s, const mb_tinfo *t, uint64_t roundin
   if (s->rule == MB_SZ_ZERO) return 0;
   if (s->rule == MB_SZ_FIXED) bytes = s->fixed;
   else if (mb_dtype_bytes(s->dtype, elems(s, t) * (uint64_t)s->factor, &bytes) != MB_OK) bytes = 0;
-  if (bytes && rounding > 1) bytes = (bytes + rounding - 1) / rounding * rounding;
-  return bytes;
+  return mb_round_block(bytes, rounding);
 }
 
 int mb_plan_run(const mb_plan *p, const mb_setup *s, int64_t batch, mb_run *r, uint64_t *bytes_out,

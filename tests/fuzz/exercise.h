@@ -140,9 +140,11 @@ static int mb_fuzz_exercise_estimate(const mb_model *m) {
         b.device_peak != b.reserved_peak + b.context || b.batch_size != 3)
       bad |= mb_fuzz_violation("mb_estimate: the budget does not add up", rc, NULL);
     char *json = NULL;
-    rc = mb_estimate_json(m, s, 1, &json);
+    mb_budget again = {.struct_size = sizeof again};
+    rc = mb_estimate_json(m, s, 1, &json, &again);
     if (rc == MB_OK) {
-      if (!json || json[0] != '{') bad |= mb_fuzz_violation("mb_estimate_json", rc, NULL);
+      if (!json || json[0] != '{' || again.allocated_peak != b.allocated_peak)
+        bad |= mb_fuzz_violation("mb_estimate_json", rc, NULL);
       else mb_fuzz_sink += strlen(json);
     } else if (rc != MB_E_NOMEM) {
       bad |= mb_fuzz_violation("mb_estimate_json fails where mb_estimate did not", rc, mb_setup_errmsg(s));
