@@ -79,7 +79,8 @@ typedef enum mb_struct_id {
   MB_STRUCT_INITIALIZER_DESC = 2,
   MB_STRUCT_ACCOUNTING = 3,
   MB_STRUCT_BUDGET = 4,
-  MB_STRUCT_EVENT = 5
+  MB_STRUCT_EVENT = 5,
+  MB_STRUCT_SHAPE_DESC = 6
 } mb_struct_id;
 MB_API size_t mb_struct_size(int which);
 
@@ -316,6 +317,11 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
  *   fragmentation     allocator allowance, a fraction of the reserved peak     (default 0.1)
  *   cublas_workspace  bytes per cuBLAS workspace (default from the GPU; 32MiB if unknown)
  *   rounding          allocator block size (default 512; 1 counts exact tensor bytes)
+ *   backend           cuda | cpu: which PyTorch's kernels and allocator (default cuda). cpu
+ *                     models CPU training (dropout keeps an input-sized noise tensor, not a
+ *                     bool mask; no cuBLAS) and sets the defaults foreach 0, rounding 1,
+ *                     fragmentation 0, context 0; options set after it override them
+ *   foreach           0 | 1: the optimizer's multi-tensor step (default 1 on cuda, 0 on cpu)
  * Unknown keys and bad values fail with MB_E_INVALID_ARG and a message naming them. */
 MB_API int mb_setup_set(mb_setup *setup, const char *key, const char *value);
 /* A frozen teacher model run forward without grad each step (distillation), or NULL. The

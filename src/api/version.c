@@ -38,6 +38,7 @@ MB_API size_t mb_struct_size(int which) {
     case MB_STRUCT_ACCOUNTING: return sizeof(mb_accounting);
     case MB_STRUCT_BUDGET: return sizeof(mb_budget);
     case MB_STRUCT_EVENT: return sizeof(mb_event);
+    case MB_STRUCT_SHAPE_DESC: return sizeof(mb_shape_desc);
     default: return 0;
   }
 }

@@ -27,6 +27,7 @@ MB_API int mb_setup_create(mb_setup **out) {
   t->fragmentation = 0.1;
   t->context = 500u * 1048576u;
   t->rounding = 512;
+  t->foreach = true;
   return MB_OK;
 }
 
@@ -128,7 +129,6 @@ MB_API int mb_setup_set_batch_dim(mb_setup *s, const char *name) {
   if (!copy) return MB_E_NOMEM;
   strcpy(copy, name);
   free(s->batch_dim);
-  free_list(s->train.checkpoint, s->train.n_checkpoint);
   s->batch_dim = copy;
   return MB_OK;
 }
@@ -187,6 +187,19 @@ static int parse_size(mb_setup *s, const char *key, const char *value, uint64_t 
 static const char *const precisions[] = {"fp32", "amp-fp16", "amp-bf16", "fp16", "bf16", NULL};
 static const char *const losses[] = {"auto", "ce", "mse", "none", NULL};
 static const char *const attentions[] = {"fused", "eager", NULL};
+static const char *const backends[] = {"cuda", "cpu", NULL};
+
+/* backend sets the defaults of the options that differ between CUDA and CPU PyTorch; options
+ * set after it override them. */
+static void set_backend(mb_train *t, bool cpu) {
+  t->cpu = cpu;
+  t->foreach = !cpu;               /* torch.optim picks foreach only when every param is on CUDA */
+  t->rounding = cpu ? 1 : 512;     /* the CPU allocator hands out exact sizes */
+  t->fragmentation = cpu ? 0 : 0.1; /* and caches nothing */
+  t->context = cpu ? 0 : 500u * 1048576u;
+  t->cublas_workspace = 0;
+  t->cublas_workspace_set = cpu;   /* no cuBLAS */
+}
 
 MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
   if (!s) return MB_E_INVALID_ARG;
@@ -212,6 +225,10 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
     if ((rc = pick(s, key, value, losses, &choice)) == MB_OK) t->loss = choice;
   } else if (!strcmp(key, "attention")) {
     if ((rc = pick(s, key, value, attentions, &choice)) == MB_OK) t->eager_attention = choice == 1;
+  } else if (!strcmp(key, "backend")) {
+    if ((rc = pick(s, key, value, backends, &choice)) == MB_OK) set_backend(t, choice == 1);
+  } else if (!strcmp(key, "foreach")) {
+    rc = parse_bool(s, key, value, &t->foreach);
   } else if (!strcmp(key, "master_weights")) {
     rc = parse_bool(s, key, value, &t->master_weights);
   } else if (!strcmp(key, "ema")) {

@@ -15,6 +15,8 @@ typedef struct mb_train {
   int precision;            /* enum mb_precision */
   int loss;                 /* enum mb_loss */
   bool master_weights, ema, teacher_offload, eager_attention;
+  bool cpu;                 /* backend cpu: PyTorch's CPU kernels and allocator (truth runs) */
+  bool foreach;             /* the optimizer's foreach (multi-tensor) implementation */
   char **checkpoint;        /* globs on module paths */
   size_t n_checkpoint;
   int64_t grad_accumulation, batch_min, batch_max, batch_multiple;

@@ -18,7 +18,8 @@ static const struct { const char *flag, *key; } value_flags[] = {
   {"--batch-max", "batch_max"},     {"--multiple-of", "batch_multiple"},
   {"--grad-accumulation", "grad_accumulation"}, {"--context", "context"},
   {"--fragmentation", "fragmentation"}, {"--cublas-workspace", "cublas_workspace"},
-  {"--rounding", "rounding"},
+  {"--rounding", "rounding"},       {"--backend", "backend"},
+  {"--foreach", "foreach"},
 };
 /* Flags without a value that switch an option on. */
 static const struct { const char *flag, *key; } switch_flags[] = {

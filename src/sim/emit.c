@@ -449,7 +449,8 @@ static int emit_optimizer(emitter *e) {
   int32_t dtypes[4] = {MB_DTYPE_FLOAT, MB_DTYPE_FLOAT16, MB_DTYPE_BFLOAT16, MB_DTYPE_DOUBLE};
   uint64_t largest = 0;
   int32_t largest_dt = MB_DTYPE_FLOAT;
-  int32_t per_weight = opt->foreach_lists + (master ? 1 : 0);
+  int32_t lists = tr->foreach ? opt->foreach_lists : 0;
+  int32_t per_weight = lists + (master ? 1 : 0);
   int32_t *list = mb_arena_array(&b->a, (size_t)g->n_values * (size_t)(per_weight + 1) + 1, sizeof(int32_t));
   if (!list) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   for (int k = 0; k < 4; k++) {
@@ -467,7 +468,7 @@ static int emit_optimizer(emitter *e) {
         if (s < 0) return b->d->status;
         list[n++] = s;
       }
-      for (int l = 0; l < opt->foreach_lists; l++) {
+      for (int l = 0; l < lists; l++) {
         int32_t s = fixed(e, 0, MB_CAT_TEMPORARY, dtype_bytes(sdt, numel), "foreach intermediate", 0);
         if (s < 0) return b->d->status;
         list[n++] = s;
@@ -476,7 +477,8 @@ static int emit_optimizer(emitter *e) {
     for (int32_t i = 0; i < n; i++) release(e, 0, list[i], -1);
   }
   int32_t tmps[4], n_tmp = 0;
-  for (int l = 0; l < opt->loop_temps && l < 4 && largest; l++) {
+  int32_t loop = opt->loop_temps + (tr->foreach ? 0 : opt->single_temps);
+  for (int l = 0; l < loop && l < 4 && largest; l++) {
     tmps[n_tmp] = fixed(e, 0, MB_CAT_TEMPORARY, dtype_bytes(largest_dt, largest), "optimizer temporary", 0);
     if (tmps[n_tmp++] < 0) return b->d->status;
   }

@@ -18,6 +18,7 @@ typedef struct mb_optim_def {
   int32_t layout;         /* MB_OPTIM_PLAIN, _8BIT (bitsandbytes blocks), _FACTORED (Adafactor) */
   int32_t foreach_lists;  /* parameter-sized lists a foreach step allocates (per dtype group) */
   int32_t loop_temps;     /* parameter-sized temporaries of a per-parameter loop (largest one) */
+  int32_t single_temps;   /* the same for the foreach=False implementation, when foreach is off */
   bool states_at_init;    /* created in the constructor (Adagrad), so present on step one */
 } mb_optim_def;
 

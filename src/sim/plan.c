@@ -185,7 +185,10 @@ static int stats_slot(mb_builder *b, int model, mb_lnode *ln, int stats) {
       if (ln->stats_ref >= 0) ref = ln->stats_ref;
       break;
     case MB_STATS_INDICES_OUT: ref = y; dtype = MB_DTYPE_INT64; name = "max-pool indices"; break;
-    case MB_STATS_MASK_IN: dtype = MB_DTYPE_BOOL; name = "dropout mask"; break;
+    case MB_STATS_MASK_IN:
+      dtype = b->tr->cpu && x >= 0 ? ms->rt[x] : MB_DTYPE_BOOL; /* CPU: the noise, see above */
+      name = "dropout mask";
+      break;
     case MB_STATS_LSE:
       /* the memory-efficient kernel (fp32) pads rows to 32; flash (fp16/bf16) does not */
       rule = MB_SZ_LSE;
@@ -350,6 +353,9 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     if (o < 0) continue;
     int32_t od = ms->t[o].dtype;
     ms->rt[o] = mb_dtype_is_float(od) ? out_float : od;
+    /* CPU dropout multiplies by a noise tensor of the input's dtype where CUDA's
+     * native_dropout keeps a bool mask; that noise is what backward keeps */
+    if (j == 1 && ln->rule == MB_G_DROPOUT && b->tr->cpu && ln->in[0] >= 0) ms->rt[o] = ms->rt[ln->in[0]];
     ms->rg[o] = ln->record && mb_dtype_is_float(od);
     ms->host[o] = host;
     if (view && !reshape_copy && ln->in_slot[0] >= 0 && !host) {

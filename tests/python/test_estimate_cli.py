@@ -83,3 +83,13 @@ def test_trace_bookkeeping(cli):
     order = ["setup", "forward", "loss", "backward", "optimizer"]
     assert [p for p in order if p in phases] == sorted(set(phases), key=order.index)
     assert phases == sorted(phases, key=order.index)  # phases never interleave
+
+
+def test_batch_dim_after_checkpoint(cli):
+    """--batch-dim once freed the checkpoint globs given before it (a use after free); the
+    order of the flags must not matter."""
+    a = run(cli, "estimate", MODELS / "resnet18.onnx", "--batch", "2", "--checkpoint", "/layer*",
+            "--batch-dim", "batch", "--json", check=0)
+    b = run(cli, "estimate", MODELS / "resnet18.onnx", "--batch-dim", "batch", "--batch", "2",
+            "--checkpoint", "/layer*", "--json", check=0)
+    assert json.loads(a.stdout)["budget"] == json.loads(b.stdout)["budget"]

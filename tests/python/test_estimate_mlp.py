@@ -114,3 +114,48 @@ def test_cublas_workspaces(cli, mlp):
     a100 = estimate(cli, mlp, "--batch", "1", "--gpu", "a100-80gb")
     assert h100["workspace"] == 2 * 32 * 1024 * 1024
     assert a100["workspace"] == 2 * 8519680
+
+
+@pytest.mark.parametrize("b", [1, 4])
+def test_adamw_single_tensor_step(cli, mlp, b):
+    """foreach off (torch.optim's choice on CPU): the for-loop step builds
+    denom = (exp_avg_sq.sqrt() / bc2).add_(eps) one parameter at a time, so for a moment two
+    tensors the size of the largest parameter (fc1.weight, 128 B) are alive, not a whole list."""
+    got = estimate(cli, mlp, "--batch", str(b), "--optimizer", "adamw", "--foreach", "0", *EXACT)
+    states = 2 * PARAMS
+    assert got["optimizer_peak"] == 2 * PARAMS + states + b * (X + T) + 2 * (4 * 8 * 4)
+
+
+def test_backend_cpu_defaults(cli, mlp):
+    """--backend cpu: exact sizes, no allowance, context or cuBLAS, the single-tensor optimizer
+    step; an option given after it still wins."""
+    cpu = estimate(cli, mlp, "--batch", "4", "--optimizer", "adamw", "--backend", "cpu")
+    exact = estimate(cli, mlp, "--batch", "4", "--optimizer", "adamw", "--foreach", "0", *EXACT)
+    for key in ("allocated_peak", "activations", "optimizer_peak", "workspace", "context", "fragmentation"):
+        assert cpu[key] == exact[key], key
+    assert cpu["device_peak"] == cpu["allocated_peak"]
+    later = estimate(cli, mlp, "--batch", "4", "--backend", "cpu", "--rounding", "512")
+    assert later["params_trainable"] == 4 * 512
+
+
+def test_dropout_mask_cuda_vs_cpu(cli, tmp_path):
+    """Dropout on [B,8] fp32: CUDA's native_dropout keeps a 1-byte bool mask (ONNX output 1);
+    CPU PyTorch multiplies by an input-sized fp32 noise tensor and keeps that. fc2 keeps its
+    input (the dropout output) for its weight's grad, so the two differ only by the mask."""
+    nodes = [
+        helper.make_node("Gemm", ["x", "fc1.weight", "fc1.bias"], ["h"], name="/fc1/Gemm", transB=1),
+        helper.make_node("Dropout", ["h", "ratio", "training"], ["d", "mask"], name="/drop/Dropout"),
+        helper.make_node("Gemm", ["d", "fc2.weight", "fc2.bias"], ["y"], name="/fc2/Gemm", transB=1),
+    ]
+    import numpy as np
+    from onnx import numpy_helper
+    inits = [init("fc1.weight", 8, 4), init("fc1.bias", 8), init("fc2.weight", 3, 8), init("fc2.bias", 3),
+             numpy_helper.from_array(np.array(0.1, dtype=np.float32), "ratio"),
+             numpy_helper.from_array(np.array(True), "training")]
+    path = model(nodes, [tensor("x", "batch", 4)], [tensor("y", "batch", 3)], inits, str(tmp_path / "d.onnx"))
+    b = 4
+    cuda = estimate(cli, path, "--batch", str(b), "--optimizer", "sgd", *EXACT)
+    cpu = estimate(cli, path, "--batch", str(b), "--optimizer", "sgd", "--backend", "cpu")
+    # kept: d [B,8] fp32 (fc2's mat1), the mask, logits y [B,3]; h is freed after the dropout
+    assert cuda["activations"] == b * (4 * 8 + 1 * 8 + 4 * 3)
+    assert cpu["activations"] == b * (4 * 8 + 4 * 8 + 4 * 3)
