@@ -1,0 +1,199 @@
+"""The result of an estimate: the Budget dataclass, its trace events, and byte formatting."""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from . import _lib
+from ._lib import lib
+
+MIB = 1 << 20
+GIB = 1 << 30
+
+# Names of the library's enums, asked of the library once rather than copied from the header.
+PHASES: Tuple[str, ...] = tuple(_lib.text(lib.mb_phase_name(i)) for i in range(_lib.PHASE_COUNT))
+CATEGORIES: Tuple[str, ...] = tuple(_lib.text(lib.mb_category_name(i)) for i in range(_lib.CAT_COUNT))
+
+# The byte fields of the budget, in the order of `membudget estimate --json`, as
+# (Python / JSON name, mb_budget field).
+BYTE_FIELDS: Tuple[Tuple[str, str], ...] = tuple(
+    ("static" if c == "static_bytes" else c, c) for c in _lib.BUDGET_U64_FIELDS)
+
+
+def format_bytes(n: int) -> str:
+    """Bytes as the library prints them: "512 B", "1.50 KiB", "71.66 GiB" (binary units)."""
+    sign, n = ("-", -n) if n < 0 else ("", n)
+    if n < 1024:
+        return f"{sign}{n} B"
+    x, unit = float(n), 0
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    while x >= 1024.0 and unit < len(units) - 1:
+        x /= 1024.0
+        unit += 1
+    return f"{sign}{x:.2f} {units[unit]}"
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One allocation or free of the simulated step, with the live total after it.
+
+    ``tensor`` is the ONNX tensor name or a description ("grad of loss", "optimizer state");
+    ``node`` the ONNX node that allocated or freed it, None outside any node."""
+
+    event: str      # "alloc" | "free"
+    phase: str      # setup | teacher | forward | loss | backward | optimizer
+    category: str   # one of CATEGORIES
+    bytes: int
+    live: int
+    tensor: str
+    node: Optional[str]
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The event as `membudget estimate --json --trace` writes it."""
+        return {"event": self.event, "phase": self.phase, "category": self.category, "bytes": self.bytes,
+                "live": self.live, "tensor": self.tensor, "node": self.node}
+
+
+@dataclass(frozen=True)
+class ModuleBytes:
+    """Bytes live at the allocated peak that one module accounts for (see Budget.modules)."""
+
+    module: Optional[str]             # dotted PyTorch module path; "" the root; None: no module
+    bytes: int
+    categories: Mapping[str, int]     # the same bytes by category
+
+
+@dataclass(frozen=True)
+class Budget:
+    """GPU memory of one training step, every size in bytes (device bytes: each tensor rounded
+    up to the allocator's block size).
+
+    The fields are those of ``membudget estimate --json`` (``to_dict()`` returns exactly its
+    ``budget`` object). Three peaks: ``allocated_peak`` (torch.cuda.max_memory_allocated),
+    ``reserved_peak`` (max_memory_reserved) and ``device_peak`` (what nvidia-smi shows, the one
+    the batch size is solved for). ``str(budget)`` is the one-line MemoryBudget(...) summary.
+    """
+
+    mode: str                 # "static" (measured mode is not built yet)
+    batch_size: int           # the micro-batch: solved, or the one asked for
+    grad_accumulation: int
+    solved: bool              # batch_size came from the search
+    fits: Optional[bool]      # device_peak <= usable_memory; None without a device memory
+    peak_phase: str           # phase of the allocated peak
+    # persistent parts
+    params_trainable: int
+    params_frozen: int
+    embeddings: int
+    buffers: int
+    gradients: int
+    optimizer_states: int
+    master_weights: int
+    ema: int
+    teacher_weights: int
+    workspace: int            # cuBLAS workspaces
+    static: int               # the sum of the persistent parts above
+    # batch-dependent parts
+    inputs: int               # the batch and its targets
+    activations: int          # kept for backward at the end of forward
+    teacher_activations: int  # the teacher forward's transient peak
+    dynamic_peak: int         # allocated_peak - static
+    dynamic_fixed: int        # dynamic_peak ~ dynamic_fixed + dynamic_per_sample x batch_size
+    dynamic_per_sample: int
+    # peaks of the steady-state step
+    forward_peak: int
+    backward_peak: int
+    optimizer_peak: int
+    first_step_peak: int      # the first step, before optimizer states exist
+    allocated_peak: int
+    fragmentation: int        # reserved_peak - allocated_peak
+    reserved_peak: int
+    context: int              # CUDA context, outside PyTorch's allocator
+    device_peak: int          # reserved_peak + context
+    device_memory: int
+    usable_memory: int        # utilization x device_memory
+    available: int            # usable_memory - device_peak (negative: short by)
+    at_peak: Mapping[str, int]  # live bytes per category at the allocated peak
+    summary: str = field(default="", compare=False, repr=False)
+    setup: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    trace: Optional[Tuple[TraceEvent, ...]] = field(default=None, compare=False, repr=False)
+
+    @property
+    def effective_batch_size(self) -> int:
+        """Samples per optimizer step: batch_size x grad_accumulation."""
+        return self.batch_size * self.grad_accumulation
+
+    @property
+    def total(self) -> int:
+        """The device peak: what the job needs on the GPU (the summary's total=)."""
+        return self.device_peak
+
+    def mib(self, name: str) -> float:
+        """A byte field in MiB: ``budget.mib("device_peak")``."""
+        return self._bytes(name) / MIB
+
+    def gib(self, name: str) -> float:
+        """A byte field in GiB: ``budget.gib("activations")``."""
+        return self._bytes(name) / GIB
+
+    def _bytes(self, name: str) -> int:
+        if name not in _BYTE_NAMES:
+            raise AttributeError(f"Budget has no byte field {name!r}")
+        return int(getattr(self, name))
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The budget as the ``budget`` object of ``membudget estimate --json`` (raw bytes)."""
+        d: Dict[str, Any] = {"mode": self.mode, "batch_size": self.batch_size,
+                             "grad_accumulation": self.grad_accumulation,
+                             "effective_batch_size": self.effective_batch_size, "solved": self.solved,
+                             "fits": self.fits, "peak_phase": self.peak_phase}
+        for name, _ in BYTE_FIELDS:
+            d[name] = getattr(self, name)
+        d["available"] = self.available
+        d["at_peak"] = dict(self.at_peak)
+        return d
+
+    def modules(self, depth: Optional[int] = None) -> List[ModuleBytes]:
+        """What is live at the allocated peak, by module, largest first (needs trace=True).
+
+        See membudget._modules for how each tensor is attributed. ``depth`` keeps the first
+        ``depth`` dotted components of each module path ("layers.0.attention" at depth 2 is
+        "layers.0"). The bytes add up to ``allocated_peak``."""
+        if self.trace is None:
+            raise ValueError("the per-module breakdown comes from the trace: estimate(..., trace=True)")
+        from ._modules import breakdown
+        return breakdown(self.trace, depth)
+
+    def __str__(self) -> str:
+        return self.summary
+
+
+_BYTE_NAMES = frozenset([name for name, _ in BYTE_FIELDS] + ["available", "total"])
+
+
+def from_struct(b: _lib.BudgetStruct, setup: Mapping[str, Any],
+                trace: Optional[Sequence[Mapping[str, Any]]]) -> Budget:
+    """A Budget from the library's mb_budget (the typed source of every number)."""
+    buf = ctypes.create_string_buffer(512)
+    need = lib.mb_budget_summary(ctypes.byref(b), buf, len(buf))
+    if need >= len(buf):
+        buf = ctypes.create_string_buffer(need + 1)
+        lib.mb_budget_summary(ctypes.byref(b), buf, len(buf))
+    events = None
+    if trace is not None:
+        events = tuple(TraceEvent(e["event"], e["phase"], e["category"], e["bytes"], e["live"], e["tensor"],
+                                  e["node"]) for e in trace)
+    return Budget(
+        mode="measured" if b.mode == 1 else "static",
+        batch_size=b.batch_size,
+        grad_accumulation=b.grad_accumulation,
+        solved=bool(b.solved),
+        fits=None if b.fits < 0 else bool(b.fits),
+        peak_phase=_lib.text(lib.mb_phase_name(b.peak_phase)),
+        **{name: getattr(b, c) for name, c in BYTE_FIELDS},
+        available=b.available,
+        at_peak=dict(zip(CATEGORIES, b.at_peak)),
+        summary=_lib.text(buf.value),
+        setup=dict(setup),
+        trace=events,
+    )

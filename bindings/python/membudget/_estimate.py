@@ -1,0 +1,129 @@
+"""estimate() and compute_batch_size(): one training step's memory, and the batch size that fits."""
+from __future__ import annotations
+
+import ctypes
+import json
+from contextlib import ExitStack
+from typing import Any, Iterable, List, Mapping, Optional, Tuple, Union
+
+from . import _lib
+from ._budget import Budget, format_bytes, from_struct
+from ._errors import DoesNotFitError, error_for
+from ._lib import lib
+from ._model import Model, Source, load
+from ._setup import Value, make_setup
+
+Globs = Union[str, Iterable[str], None]
+Size = Union[int, str]  # bytes, or a size with a unit: "80GiB", "24GB"
+
+
+def check_mode(mode: str) -> None:
+    """Only the static mode is built: say so instead of quietly estimating statically."""
+    if mode == "static":
+        return
+    if mode == "measured":
+        raise NotImplementedError("mode='measured' (a forward pass measured on the GPU) is not built in this "
+                                  "libmembudget: only mode='static' is available")
+    raise ValueError(f"mode must be 'static' or 'measured', not {mode!r}")
+
+
+def _model(stack: ExitStack, source: Union[Model, Source]) -> Model:
+    """A Model as is, or one loaded from a path/bytes for this call only."""
+    if isinstance(source, Model):
+        return source
+    return stack.enter_context(load(source))
+
+
+def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_memory: Optional[Size] = None,
+             batch: Optional[int] = None, optimizer: Optional[str] = None, precision: Optional[str] = None,
+             master_weights: Optional[bool] = None, attention: Optional[str] = None,
+             loss: Optional[str] = None, ema: Optional[bool] = None,
+             teacher: Union[Model, Source, None] = None, teacher_offload: Optional[bool] = None,
+             freeze: Globs = None, trainable: Globs = None, checkpoint: Globs = None,
+             grad_accumulation: Optional[int] = None, dims: Optional[Mapping[str, int]] = None,
+             batch_dim: Optional[str] = None, utilization: float = 0.9,
+             batch_min: Optional[int] = None, batch_max: Optional[int] = None,
+             batch_multiple: Optional[int] = None, context: Optional[Size] = None,
+             fragmentation: Optional[float] = None, cublas_workspace: Optional[Size] = None,
+             rounding: Optional[int] = None, backend: Optional[str] = None,
+             foreach: Optional[bool] = None, options: Optional[Mapping[str, Value]] = None,
+             mode: str = "static", trace: bool = False) -> Budget:
+    """Simulate one training step and return its Budget (every size in bytes).
+
+    ``model`` is a Model, or a path/bytes loaded for this call. With ``batch`` the budget is
+    for that batch size; without it the largest batch size in [batch_min, batch_max] whose
+    device peak fits ``utilization`` x the device's memory is solved for, which needs ``gpu``
+    (a name from ``membudget.gpus()``) or ``device_memory``.
+
+    The keywords are `membudget estimate`'s options (docs/cli.md) with the setup keys'
+    names: optimizer (adamw), precision (fp32, amp-fp16, amp-bf16, fp16, bf16), master_weights,
+    attention (fused|eager), loss (auto|ce|mse|none), ema, teacher (a Model or path: a frozen
+    model run forward each step; it must stay open during the call), teacher_offload, freeze /
+    trainable (globs on initializer names; trainable wins), checkpoint (globs on module paths),
+    grad_accumulation, dims ({"sequence": 512}), batch_dim, batch_min / batch_max /
+    batch_multiple, context, fragmentation, cublas_workspace, rounding, backend (cuda|cpu: cpu
+    models CPU PyTorch, as the accuracy tests do), foreach. ``options`` passes any
+    other setup key to mb_setup_set as is (before the keywords above, which win).
+
+    ``trace=True`` also records every allocation of the step (``budget.trace``) and enables
+    the per-module breakdown (``budget.modules()``). Failures raise MembudgetError subclasses
+    with the library's message (an unsupported op, an unbound dim, a bad option value)."""
+    check_mode(mode)
+    opts: List[Tuple[str, Value]] = list((options or {}).items())
+    named = {"backend": backend, "foreach": foreach, "optimizer": optimizer, "precision": precision, "master_weights": master_weights,
+             "attention": attention, "loss": loss, "ema": ema, "teacher_offload": teacher_offload,
+             "grad_accumulation": grad_accumulation, "gpu": gpu, "device_memory": device_memory,
+             "utilization": utilization, "batch_min": batch_min, "batch_max": batch_max,
+             "batch_multiple": batch_multiple, "context": context, "fragmentation": fragmentation,
+             "cublas_workspace": cublas_workspace, "rounding": rounding}
+    opts += [(k, v) for k, v in named.items() if v is not None]
+    opts += [("checkpoint", g) for g in ((checkpoint,) if isinstance(checkpoint, str) else (checkpoint or ()))]
+    if batch is None and gpu is None and device_memory is None and not any(
+            k in ("gpu", "device_memory") for k, _ in opts):
+        raise ValueError("estimate: give a GPU (gpu=NAME) or its memory (device_memory=SIZE) to solve the "
+                         "batch size for, or a batch size (batch=N)")
+    with ExitStack() as stack:
+        m = stack.enter_context(_model(stack, model)._borrow())
+        t = None
+        if teacher is not None:
+            t = stack.enter_context(_model(stack, teacher)._borrow())
+        s = stack.enter_context(make_setup(batch=batch, dims=dims, batch_dim=batch_dim, freeze=freeze,
+                                           trainable=trainable, options=opts, teacher=t))
+        b = _lib.new(_lib.BudgetStruct)
+        doc = ctypes.c_void_p()
+        status = lib.mb_estimate_json(m, s, 1 if trace else 0, ctypes.byref(doc), ctypes.byref(b))
+        if status != 0:
+            raise error_for(status, _lib.text(lib.mb_setup_errmsg(s)), "estimate failed")
+    parsed: Mapping[str, Any] = json.loads(_lib.take_string(doc))
+    return from_struct(b, parsed.get("setup", {}), parsed.get("trace") if trace else None)
+
+
+def compute_batch_size(model: Union[Model, Source], *, gpu: Optional[str] = None,
+                       device_memory: Optional[Size] = None, target_utilization: float = 0.9,
+                       min_batch_size: int = 1, max_batch_size: int = 65536, multiple_of: int = 1,
+                       mode: str = "static", **kwargs: Any) -> int:
+    """The largest batch size in [min_batch_size, max_batch_size] whose predicted device peak
+    (reserved memory + CUDA context, what nvidia-smi shows) stays within target_utilization x
+    the device's memory; rounded down to a multiple of ``multiple_of`` when that stays within
+    the bounds. Returns max_batch_size when everything fits.
+
+    Raises DoesNotFitError (with ``.budget`` at min_batch_size) when even min_batch_size does
+    not fit: a pipeline should not start a job that cannot run. ``kwargs`` are estimate()'s
+    (optimizer, precision, dims, freeze, ...). mode="measured" raises NotImplementedError: only
+    the static mode is built."""
+    check_mode(mode)
+    if "batch" in kwargs:
+        raise TypeError("compute_batch_size() solves for the batch size: use estimate(batch=...) for a given one")
+    if gpu is None and device_memory is None:
+        raise ValueError("compute_batch_size: give the device: gpu=NAME (see membudget.gpus()) or "
+                         "device_memory=SIZE")
+    if min_batch_size > max_batch_size:
+        raise ValueError(f"min_batch_size {min_batch_size} > max_batch_size {max_batch_size}")
+    b = estimate(model, gpu=gpu, device_memory=device_memory, utilization=target_utilization,
+                 batch_min=min_batch_size, batch_max=max_batch_size, batch_multiple=multiple_of,
+                 mode=mode, **kwargs)
+    if not b.fits:
+        raise DoesNotFitError(
+            f"does not fit even at the minimum batch {b.batch_size}: device peak {format_bytes(b.device_peak)} "
+            f"> usable {format_bytes(b.usable_memory)} (short by {format_bytes(-b.available)})", b)
+    return b.batch_size

@@ -1,0 +1,346 @@
+"""Finding libmembudget, declaring every C function, and checking the mirrored structs.
+
+Lookup order (the first that loads wins):
+1. ``$MEMBUDGET_LIBRARY``: a path to the shared library. When it is set it is the only place
+   tried: an explicit choice that fails must not silently become another library (an older
+   system copy would give other numbers).
+2. The copy inside the installed package (``pip install`` bundles it next to this file).
+3. The system: ``ctypes.util.find_library("membudget")``, then the SONAME through the dynamic
+   loader's own search (LD_LIBRARY_PATH, ld.so.cache).
+If none loads, one ImportError lists every place tried and why each failed.
+
+Every C function gets ``argtypes`` and ``restype`` here (the default int restype would truncate
+64-bit pointers). Each struct mirrored in ctypes is checked at import against the library's own
+``mb_struct_size()``: a stale mirror is an ImportError, never fields read at the wrong offsets.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+from ctypes import (POINTER, Structure, c_char_p, c_int, c_int32, c_int64, c_size_t, c_uint,
+                    c_uint32, c_uint64, c_void_p)
+from pathlib import Path
+from typing import Any, List, Optional, Tuple, Type, TypeVar
+
+from ._version import __version__
+
+ENV_VAR = "MEMBUDGET_LIBRARY"
+
+# Counts fixed by the public header (they size arrays in mirrored structs).
+PHASE_COUNT = 6   # MB_PHASE_COUNT
+CAT_COUNT = 13    # MB_CAT_COUNT
+
+# mb_struct_id
+STRUCT_TENSOR_DESC = 1
+STRUCT_INITIALIZER_DESC = 2
+STRUCT_ACCOUNTING = 3
+STRUCT_BUDGET = 4
+STRUCT_EVENT = 5
+STRUCT_SHAPE_DESC = 6
+
+
+# ---------------------------------------------------------------- opaque handles
+# Distinct pointer types, so that passing a setup where a model is expected is a ctypes error.
+class ModelPtr(c_void_p):
+    pass
+
+
+class SetupPtr(c_void_p):
+    pass
+
+
+class ShapesPtr(c_void_p):
+    pass
+
+
+class TracePtr(c_void_p):
+    pass
+
+
+# ---------------------------------------------------------------- mirrored structs
+class TensorDesc(Structure):
+    """mb_tensor_desc"""
+    _fields_ = [("struct_size", c_uint32), ("name", c_char_p), ("dtype", c_int32), ("rank", c_int32),
+                ("dims", POINTER(c_int64)), ("dim_params", POINTER(c_char_p))]
+
+
+class InitializerDesc(Structure):
+    """mb_initializer_desc"""
+    _fields_ = [("struct_size", c_uint32), ("name", c_char_p), ("dtype", c_int32), ("rank", c_int32),
+                ("dims", POINTER(c_int64)), ("numel", c_uint64), ("nbytes", c_uint64), ("role", c_int32),
+                ("location", c_int32), ("is_sparse", c_int32), ("num_uses", c_int32),
+                ("external_file", c_char_p), ("subgraph", c_int32)]
+
+
+class RoleTotal(Structure):
+    """mb_role_total"""
+    _fields_ = [("tensors", c_uint64), ("numel", c_uint64), ("bytes", c_uint64)]
+
+
+class Accounting(Structure):
+    """mb_accounting"""
+    _fields_ = [("struct_size", c_uint32), ("trainable_parameters", RoleTotal),
+                ("frozen_parameters", RoleTotal), ("trainable_embeddings", RoleTotal),
+                ("frozen_embeddings", RoleTotal), ("buffers", RoleTotal), ("constants", RoleTotal),
+                ("parameters", c_uint64), ("trainable", c_uint64), ("unknown_size_tensors", c_uint64)]
+
+
+class ShapeDesc(Structure):
+    """mb_shape_desc"""
+    _fields_ = [("struct_size", c_uint32), ("name", c_char_p), ("producer", c_char_p),
+                ("op_type", c_char_p), ("dtype", c_int32), ("rank", c_int32), ("dims", POINTER(c_int64)),
+                ("nbytes", c_uint64), ("known", c_int32)]
+
+
+# The uint64 byte counts of mb_budget between `reserved_` and `available`, in header order. The
+# names are the C names; _budget.py maps static_bytes to the JSON's "static".
+BUDGET_U64_FIELDS = (
+    "params_trainable", "params_frozen", "embeddings", "buffers",
+    "gradients", "optimizer_states", "master_weights", "ema", "teacher_weights",
+    "workspace", "static_bytes",
+    "inputs", "activations", "teacher_activations", "dynamic_peak", "dynamic_fixed", "dynamic_per_sample",
+    "forward_peak", "backward_peak", "optimizer_peak",
+    "first_step_peak", "allocated_peak", "fragmentation", "reserved_peak", "context", "device_peak",
+    "device_memory", "usable_memory",
+)
+
+
+_BUDGET_FIELDS: List[Tuple[str, Any]] = (
+    [("struct_size", c_uint32), ("mode", c_int32), ("batch_size", c_int64), ("grad_accumulation", c_int64),
+     ("fits", c_int32), ("solved", c_int32), ("peak_phase", c_int32), ("reserved_", c_int32)]
+    + [(name, c_uint64) for name in BUDGET_U64_FIELDS]
+    + [("available", c_int64), ("at_peak", c_uint64 * CAT_COUNT)])
+
+
+class BudgetStruct(Structure):
+    """mb_budget"""
+    _fields_ = _BUDGET_FIELDS
+
+
+class Event(Structure):
+    """mb_event"""
+    _fields_ = [("struct_size", c_uint32), ("alloc", c_int32), ("phase", c_int32), ("category", c_int32),
+                ("bytes", c_uint64), ("live", c_uint64), ("tensor", c_char_p), ("node", c_char_p)]
+
+
+MIRRORED = ((STRUCT_TENSOR_DESC, TensorDesc), (STRUCT_INITIALIZER_DESC, InitializerDesc),
+            (STRUCT_ACCOUNTING, Accounting), (STRUCT_BUDGET, BudgetStruct), (STRUCT_EVENT, Event),
+            (STRUCT_SHAPE_DESC, ShapeDesc))
+
+
+S = TypeVar("S", bound=Structure)
+
+
+def new(struct_type: Type[S]) -> S:
+    """A zeroed struct with struct_size set, as every versioned out-struct must be."""
+    s = struct_type()
+    s.struct_size = ctypes.sizeof(struct_type)
+    return s
+
+
+# ---------------------------------------------------------------- prototypes
+_P = POINTER
+_STR_OUT = _P(c_char_p)
+# name: (restype, argtypes), in the order of membudget.h. test_binding_api checks that this
+# table names every MB_API function of the header.
+PROTOTYPES = {
+    # status and version
+    "mb_status_str": (c_char_p, [c_int]),
+    "mb_version_number": (c_uint, []),
+    "mb_version_string": (c_char_p, []),
+    "mb_features": (c_uint, []),
+    "mb_free": (None, [c_void_p]),
+    "mb_struct_size": (c_size_t, [c_int]),
+    # data types
+    "mb_dtype_name": (c_char_p, [c_int]),
+    "mb_dtype_bits": (c_int, [c_int]),
+    "mb_dtype_bytes": (c_int, [c_int, c_uint64, _P(c_uint64)]),
+    # models
+    "mb_model_load_file": (c_int, [c_char_p, _P(ModelPtr)]),
+    "mb_model_load_buffer": (c_int, [c_void_p, c_size_t, _P(ModelPtr)]),
+    "mb_model_free": (None, [ModelPtr]),
+    "mb_model_errmsg": (c_char_p, [ModelPtr]),
+    "mb_model_num_warnings": (c_size_t, [ModelPtr]),
+    "mb_model_warning": (c_char_p, [ModelPtr, c_size_t]),
+    "mb_model_ir_version": (c_int64, [ModelPtr]),
+    "mb_model_producer": (c_char_p, [ModelPtr]),
+    "mb_model_num_opsets": (c_size_t, [ModelPtr]),
+    "mb_model_opset": (c_int, [ModelPtr, c_size_t, _STR_OUT, _P(c_int64)]),
+    "mb_model_num_inputs": (c_size_t, [ModelPtr]),
+    "mb_model_num_outputs": (c_size_t, [ModelPtr]),
+    "mb_model_input": (c_int, [ModelPtr, c_size_t, _P(TensorDesc)]),
+    "mb_model_output": (c_int, [ModelPtr, c_size_t, _P(TensorDesc)]),
+    "mb_role_name": (c_char_p, [c_int]),
+    "mb_model_num_initializers": (c_size_t, [ModelPtr]),
+    "mb_model_initializer": (c_int, [ModelPtr, c_size_t, _P(InitializerDesc)]),
+    "mb_model_num_nodes": (c_size_t, [ModelPtr]),
+    "mb_model_node": (c_int, [ModelPtr, c_size_t, _STR_OUT, _STR_OUT, _STR_OUT]),
+    # training setup
+    "mb_setup_create": (c_int, [_P(SetupPtr)]),
+    "mb_setup_free": (None, [SetupPtr]),
+    "mb_setup_errmsg": (c_char_p, [SetupPtr]),
+    "mb_setup_add_freeze": (c_int, [SetupPtr, c_char_p]),
+    "mb_setup_add_trainable": (c_int, [SetupPtr, c_char_p]),
+    "mb_setup_set_dim": (c_int, [SetupPtr, c_char_p, c_int64]),
+    "mb_setup_set_batch": (c_int, [SetupPtr, c_int64]),
+    "mb_setup_set_batch_dim": (c_int, [SetupPtr, c_char_p]),
+    "mb_setup_bind_input": (c_int, [SetupPtr, c_size_t, c_void_p, c_size_t]),
+    "mb_setup_bind_input_dir": (c_int, [SetupPtr, c_char_p]),
+    "mb_initializer_trainable": (c_int, [ModelPtr, SetupPtr, c_size_t]),
+    # accounting
+    "mb_account": (c_int, [ModelPtr, SetupPtr, _P(Accounting)]),
+    "mb_model_info_json": (c_int, [ModelPtr, SetupPtr, _P(c_void_p)]),
+    # shapes
+    "mb_infer_shapes": (c_int, [ModelPtr, SetupPtr, _P(ShapesPtr)]),
+    "mb_shapes_free": (None, [ShapesPtr]),
+    "mb_shapes_errmsg": (c_char_p, [ShapesPtr]),
+    "mb_shapes_note": (c_char_p, [ShapesPtr]),
+    "mb_model_batch_dim": (c_char_p, [ModelPtr]),
+    "mb_shapes_num_tensors": (c_size_t, [ShapesPtr]),
+    "mb_shapes_tensor": (c_int, [ShapesPtr, c_size_t, _P(ShapeDesc)]),
+    "mb_ops_num": (c_size_t, []),
+    "mb_ops_get": (c_int, [c_size_t, _STR_OUT, _STR_OUT, _P(c_int)]),
+    # estimate
+    "mb_setup_set": (c_int, [SetupPtr, c_char_p, c_char_p]),
+    "mb_setup_set_teacher": (c_int, [SetupPtr, ModelPtr]),
+    "mb_gpu_num": (c_size_t, []),
+    "mb_gpu_get": (c_int, [c_size_t, _STR_OUT, _STR_OUT, _P(c_uint64)]),
+    "mb_phase_name": (c_char_p, [c_int]),
+    "mb_category_name": (c_char_p, [c_int]),
+    "mb_estimate": (c_int, [ModelPtr, SetupPtr, _P(BudgetStruct)]),
+    "mb_budget_summary": (c_size_t, [_P(BudgetStruct), c_char_p, c_size_t]),
+    "mb_estimate_json": (c_int, [ModelPtr, SetupPtr, c_int, _P(c_void_p), _P(BudgetStruct)]),
+    "mb_trace_create": (c_int, [ModelPtr, SetupPtr, c_int64, _P(TracePtr)]),
+    "mb_trace_free": (None, [TracePtr]),
+    "mb_trace_num_events": (c_size_t, [TracePtr]),
+    "mb_trace_event": (c_int, [TracePtr, c_size_t, _P(Event)]),
+}
+
+
+# ---------------------------------------------------------------- finding the library
+def _platform_names() -> Tuple[str, List[str]]:
+    """The file name inside the package, and the names the system loader knows it by."""
+    if sys.platform == "darwin":
+        return "libmembudget.dylib", ["libmembudget.0.dylib", "libmembudget.dylib"]
+    if sys.platform == "win32":
+        return "membudget.dll", ["membudget.dll"]
+    return "libmembudget.so", ["libmembudget.so.0"]
+
+
+def _candidates() -> List[Tuple[str, str]]:
+    """(where, path or name) in lookup order."""
+    override = os.environ.get(ENV_VAR)
+    if override:
+        return [(f"${ENV_VAR}", override)]
+    bundled, sonames = _platform_names()
+    found = [("package", str(Path(__file__).resolve().parent / bundled))]
+    system = ctypes.util.find_library("membudget")
+    if system:
+        found.append(("system (find_library)", system))
+    found += [("system (loader search)", name) for name in sonames if name != system]
+    return found
+
+
+def _needs_asan_runtime(path: str) -> bool:
+    """True for a library built with -fsanitize=address when this process has no ASan runtime.
+    Loading one would not fail with an error: ASan's init would end the whole process ("ASan
+    runtime does not come first"). Checked on Linux, where the DT_NEEDED string is in the file."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        with open(path, "rb") as f:
+            if b"libasan.so" not in f.read():
+                return False
+        with open("/proc/self/maps", "rb") as f:
+            return b"libasan.so" not in f.read()
+    except OSError:
+        return False
+
+
+def _load() -> Tuple[ctypes.CDLL, str]:
+    tried = []
+    for where, name in _candidates():
+        is_path = os.sep in name or (os.altsep is not None and os.altsep in name)
+        if is_path and not os.path.exists(name):
+            tried.append(f"  {where}: {name}: no such file")
+            continue
+        if is_path and _needs_asan_runtime(name):
+            tried.append(f"  {where}: {name}: built with AddressSanitizer; start Python with "
+                         f"LD_PRELOAD of libasan to load it")
+            continue
+        try:
+            return ctypes.CDLL(name), name
+        except OSError as e:
+            tried.append(f"  {where}: {name}: {e}")
+    raise ImportError("membudget: libmembudget was not found. Tried, in order:\n" + "\n".join(tried)
+                      + f"\nInstall the package with pip (it bundles the library), or set {ENV_VAR} "
+                        "to the path of libmembudget.so.")
+
+
+def _declare(lib: ctypes.CDLL, path: str) -> None:
+    missing = []
+    for name, (restype, argtypes) in PROTOTYPES.items():
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            missing.append(name)
+            continue
+        fn.restype = restype
+        fn.argtypes = argtypes
+    if missing:
+        raise ImportError(f"membudget: {path} lacks {', '.join(missing)}: it is an older libmembudget "
+                          f"than this package ({__version__})")
+
+
+def _check_structs(lib: ctypes.CDLL, path: str) -> None:
+    for which, struct_type in MIRRORED:
+        theirs, ours = lib.mb_struct_size(which), ctypes.sizeof(struct_type)
+        if theirs != ours:
+            raise ImportError(f"membudget: {path}: {struct_type.__doc__} is {theirs} bytes in the library "
+                              f"and {ours} in this package: the binding and the library do not match")
+
+
+def _check_version(lib: ctypes.CDLL, path: str) -> str:
+    """The library's version; ImportError unless its major.minor is the package's. Patch
+    releases keep the API and ABI (SOVERSION is the major; before 1.0 a minor may change them)."""
+    version = text(lib.mb_version_string())
+    if version.split(".")[:2] != __version__.split(".")[:2]:
+        raise ImportError(f"membudget: {path} is libmembudget {version}, this package is {__version__}")
+    return version
+
+
+# ---------------------------------------------------------------- small helpers
+def text(value: Optional[bytes]) -> str:
+    """A C string as str ("" for NULL). Model strings come from files: never fail on bad UTF-8."""
+    return value.decode("utf-8", "backslashreplace") if value is not None else ""
+
+
+def optional_text(value: Optional[bytes]) -> Optional[str]:
+    return value.decode("utf-8", "backslashreplace") if value is not None else None
+
+
+def take_string(ptr: c_void_p) -> str:
+    """Decode a caller-owned char* and release it with mb_free (never Python's free)."""
+    try:
+        data: bytes = ctypes.string_at(ptr) if ptr.value else b""
+        return data.decode("utf-8", "backslashreplace")
+    finally:
+        lib.mb_free(ptr)
+
+
+def encode(value: "str | os.PathLike[str] | bytes") -> bytes:
+    """An argument for a const char* parameter."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return os.fsencode(value)
+
+
+# ---------------------------------------------------------------- loading, at import
+lib, path = _load()
+_declare(lib, path)
+library_version = _check_version(lib, path)
+_check_structs(lib, path)
