@@ -143,12 +143,45 @@ static bool fold_copies(const int32_t *perm, int32_t merged) {
   return false;
 }
 
+/* Narrowed views. A slice along axis k of a contiguous tensor (split, chunk) keeps the parent's
+ * strides: axis k-1 steps over the whole parent row, so k-1 and k can no longer merge in a
+ * view. Reshapes that keep that boundary are views; one that merges across it copies (the
+ * reshape of q/k/v chunks into heads in nn.MultiheadAttention, for example). */
+enum { NARROW_NONE = -1 };
+
+/* The axis a Slice/Split output is narrowed at: the innermost axis that shrank with a larger
+ * dim before it; NARROW_NONE when the output is contiguous (only leading axes shrank). */
+static int8_t narrowed_axis(const mb_tinfo *x, const mb_tinfo *y) {
+  if (x->rank != y->rank || x->rank <= 1 || x->rank > 64) return NARROW_NONE;
+  int8_t k = NARROW_NONE;
+  for (int32_t i = 1; i < x->rank; i++)
+    if (y->dims[i] < x->dims[i]) k = (int8_t)i;
+  if (k == NARROW_NONE) return k;
+  int64_t outer = 1;
+  for (int32_t i = 0; i < k; i++) outer *= y->dims[i];
+  return outer > 1 ? k : NARROW_NONE;
+}
+
+/* For a reshape of x (narrowed at k) into y: the axis of y that starts where x's axis k starts,
+ * or NARROW_NONE when no axis boundary of y falls there (the reshape merges across it). */
+static int8_t reshape_keeps_boundary(const mb_tinfo *x, int8_t k, const mb_tinfo *y) {
+  int64_t before = 1, acc = 1;
+  for (int32_t i = 0; i < k; i++) before *= x->dims[i];
+  for (int32_t j = 0; j < y->rank && j < 64; j++) {
+    if (acc == before) return (int8_t)j;
+    if (acc > before) break;
+    acc *= y->dims[j];
+  }
+  return NARROW_NONE;
+}
+
 static bool matmul_operand_copies(const mb_model_state *ms, const mb_lnode *ln, int i) {
   int32_t a = ln->in[i], o = ln->in[1 - i];
   if (a < 0 || o < 0) return false;
   int32_t ra = ms->t[a].rank, ro = ms->t[o].rank;
   if (ra < 3) return false;
   int32_t merged = (i == 0 && ro == 2) ? ra - 1 : ra - 2;
+  if (ms->narrow[a] > 0 && ms->narrow[a] < merged) return true; /* folds across the narrowed axis */
   return fold_copies(ms->perm[a], merged);
 }
 
@@ -340,6 +373,20 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
   /* outputs */
   bool view = (r->flags & MB_GF_VIEW) != 0;
   bool reshape_copy = (r->flags & MB_GF_RESHAPE) && ln->in[0] >= 0 && ms->perm[ln->in[0]];
+  int8_t out_narrow = NARROW_NONE;
+  if (view && ln->in[0] >= 0 && ln->out[0] >= 0 && !ms->perm[ln->in[0]]) {
+    const mb_tinfo *x = &ms->t[ln->in[0]], *y = &ms->t[ln->out[0]];
+    int8_t k = ms->narrow[ln->in[0]];
+    if (is_op(n, "Slice") || is_op(n, "Split")) {
+      out_narrow = narrowed_axis(x, y);
+      if (k != NARROW_NONE && out_narrow != k) out_narrow = k > out_narrow ? k : out_narrow;
+    } else if (k != NARROW_NONE && (r->flags & MB_GF_RESHAPE)) {
+      out_narrow = reshape_keeps_boundary(x, k, y);
+      reshape_copy = out_narrow == NARROW_NONE;
+    } else if (k != NARROW_NONE && !(r->flags & MB_GF_TRANSPOSE) && x->rank == y->rank) {
+      out_narrow = k; /* identity-like views keep the layout */
+    }
+  }
   if (is_op(n, "Cast") || is_op(n, "CastLike")) {
     int32_t to = ln->out[0] >= 0 ? device_dtype(b, ms->t[ln->out[0]].dtype) : 0;
     if (b->pure && to == MB_DTYPE_FLOAT) to = b->low;
@@ -361,6 +408,7 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     if (view && !reshape_copy && ln->in_slot[0] >= 0 && !host) {
       ms->slot_of[o] = ln->in_slot[0];
       ms->rt[o] = ln->in[0] >= 0 ? ms->rt[ln->in[0]] : ms->rt[o];
+      if (is_op(n, "Split") || j == 0) ms->narrow[o] = out_narrow;
       if (j == 0 && (r->flags & MB_GF_TRANSPOSE)) ms->perm[o] = compose_perm(b, ms, n);
       else if (j == 0 && !(r->flags & MB_GF_RESHAPE) && ln->in[0] >= 0) ms->perm[o] = ms->perm[ln->in[0]];
     } else if ((r->flags & MB_GF_BN) && j >= 1 && j + 2 < ln->n_in && ln->in[j + 2] >= 0) {
@@ -464,10 +512,12 @@ int mb_build_lnodes(mb_builder *b, int model) {
   ms->host = mb_arena_array(&b->a, nv, sizeof(bool));
   ms->trainable_init = mb_arena_array(&b->a, nv, sizeof(bool));
   ms->perm = mb_arena_array(&b->a, nv, sizeof(int32_t *));
+  ms->narrow = mb_arena_array(&b->a, nv, sizeof(int8_t));
   ms->ln = mb_arena_array(&b->a, (size_t)g->n_nodes + 1, sizeof(mb_lnode));
   wcache *wc = ms->wc = mb_arena_array(&b->a, (size_t)g->n_inits + 1, sizeof(wcache));
-  if (!ms->slot_of || !ms->rt || !ms->rg || !ms->host || !ms->trainable_init || !ms->perm || !ms->ln || !wc)
+  if (!ms->slot_of || !ms->rt || !ms->rg || !ms->host || !ms->trainable_init || !ms->perm || !ms->narrow || !ms->ln || !wc)
     return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  memset(ms->narrow, -1, nv);
   if (mb_fuse(g, ms->t, !b->tr->eager_attention, &b->a, &ms->fusion) != MB_OK)
     return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   if (bind_leaves(b, model) != MB_OK) return b->d->status;

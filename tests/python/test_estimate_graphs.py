@@ -693,3 +693,27 @@ def test_attention_fused_lse_padding(cli, tmp_path):
     got = estimate(cli, path, "--batch", "2", *SGD)
     s, acts = attention_fused_step(2, 1, seq=20, lse_rows=32)
     check(got, s, acts)
+
+
+@pytest.mark.parametrize("shape,copies", [([0, 12], True), ([0, 4, 3, 1], False)])
+def test_reshape_of_a_narrowed_slice(cli, tmp_path, shape, copies):
+    """x[..., :3] of a [B,4,6] tensor keeps the parent's strides: axis 1 steps 6 elements, so a
+    reshape that merges axes 1 and 2 ([B,12]) must copy, while one that keeps the boundary
+    ([B,4,3,1]) is a view (torch's reshape/view rules; nn.MultiheadAttention's q/k/v chunks hit
+    the first case). Mul by a trainable weight keeps the reshaped tensor: a copy is an
+    activation of B*12*4 bytes, a view of the input batch is not."""
+    nodes = [
+        helper.make_node("Slice", ["x", "starts", "ends", "axes"], ["q"], name="/slice/Slice"),
+        helper.make_node("Reshape", ["q", "shape"], ["r"], name="/reshape/Reshape"),
+        helper.make_node("Mul", ["r", "w"], ["y"], name="/mul/Mul"),
+    ]
+    w_dims = [12] if len(shape) == 2 else [4, 3, 1]
+    inits = [numpy_helper.from_array(np.array(v, dtype=np.int64), n)
+             for n, v in (("starts", [0]), ("ends", [3]), ("axes", [2]), ("shape", shape))]
+    inits.append(numpy_helper.from_array(np.zeros(w_dims, dtype=np.float32), "w"))
+    out_dims = ["batch"] + w_dims
+    path = model(nodes, [tensor("x", "batch", 4, 6)], [tensor("y", *out_dims)], inits, str(tmp_path / "n.onnx"))
+    b = 3
+    got = estimate(cli, path, "--batch", str(b), "--optimizer", "sgd", "--loss", "mse", *EXACT)
+    y = b * 12 * 4
+    assert got["activations"] == (2 * y if copies else y)
