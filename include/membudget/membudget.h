@@ -322,6 +322,9 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
  *                     bool mask; no cuBLAS) and sets the defaults foreach 0, rounding 1,
  *                     fragmentation 0, context 0; options set after it override them
  *   foreach           0 | 1: the optimizer's multi-tensor step (default 1 on cuda, 0 on cpu)
+ *   grad_sum          inplace | copy: how autograd sums two gradients of one tensor (a weight
+ *                     used twice, an activation read by several ops): in place (PyTorch 2,
+ *                     default) or into a new tensor (PyTorch 1.13 and before)
  * Unknown keys and bad values fail with MB_E_INVALID_ARG and a message naming them. */
 MB_API int mb_setup_set(mb_setup *setup, const char *key, const char *value);
 /* A frozen teacher model run forward without grad each step (distillation), or NULL. The

@@ -59,8 +59,8 @@ static void json_setup(mb_strbuf *sb, const mb_setup *s, const mb_plan *p) {
   mb_sb_printf(sb, "    \"ema\": %s,\n    \"master_weights\": %s,\n    \"teacher\": %s,\n    \"teacher_offload\": %s,\n",
                tr->ema ? "true" : "false", tr->master_weights ? "true" : "false", tr->teacher ? "true" : "false",
                tr->teacher_offload ? "true" : "false");
-  mb_sb_printf(sb, "    \"backend\": \"%s\",\n    \"foreach\": %s,\n", tr->cpu ? "cpu" : "cuda",
-               tr->foreach ? "true" : "false");
+  mb_sb_printf(sb, "    \"backend\": \"%s\",\n    \"foreach\": %s,\n    \"grad_sum\": \"%s\",\n",
+               tr->cpu ? "cpu" : "cuda", tr->foreach ? "true" : "false", tr->grad_sum_copy ? "copy" : "inplace");
   mb_sb_puts(sb, "    \"checkpoint\": [");
   for (size_t i = 0; i < tr->n_checkpoint; i++) {
     if (i) mb_sb_puts(sb, ", ");

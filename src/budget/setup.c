@@ -188,6 +188,7 @@ static const char *const precisions[] = {"fp32", "amp-fp16", "amp-bf16", "fp16",
 static const char *const losses[] = {"auto", "ce", "mse", "none", NULL};
 static const char *const attentions[] = {"fused", "eager", NULL};
 static const char *const backends[] = {"cuda", "cpu", NULL};
+static const char *const grad_sums[] = {"inplace", "copy", NULL};
 
 /* backend sets the defaults of the options that differ between CUDA and CPU PyTorch; options
  * set after it override them. */
@@ -227,6 +228,8 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
     if ((rc = pick(s, key, value, attentions, &choice)) == MB_OK) t->eager_attention = choice == 1;
   } else if (!strcmp(key, "backend")) {
     if ((rc = pick(s, key, value, backends, &choice)) == MB_OK) set_backend(t, choice == 1);
+  } else if (!strcmp(key, "grad_sum")) {
+    if ((rc = pick(s, key, value, grad_sums, &choice)) == MB_OK) t->grad_sum_copy = choice == 1;
   } else if (!strcmp(key, "foreach")) {
     rc = parse_bool(s, key, value, &t->foreach);
   } else if (!strcmp(key, "master_weights")) {

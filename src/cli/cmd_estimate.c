@@ -19,7 +19,7 @@ static const struct { const char *flag, *key; } value_flags[] = {
   {"--grad-accumulation", "grad_accumulation"}, {"--context", "context"},
   {"--fragmentation", "fragmentation"}, {"--cublas-workspace", "cublas_workspace"},
   {"--rounding", "rounding"},       {"--backend", "backend"},
-  {"--foreach", "foreach"},
+  {"--foreach", "foreach"},         {"--grad-sum", "grad_sum"},
 };
 /* Flags without a value that switch an option on. */
 static const struct { const char *flag, *key; } switch_flags[] = {

@@ -32,7 +32,7 @@ static const char USAGE[] =
   "           [--utilization 0.9] [--batch-min N] [--batch-max N] [--multiple-of N]\n"
   "           [--grad-accumulation N] [--master-weights] [--context SIZE]\n"
   "           [--fragmentation F] [--cublas-workspace SIZE] [--rounding N]\n"
-  "           [--backend cuda|cpu] [--foreach 0|1]\n"
+  "           [--backend cuda|cpu] [--foreach 0|1] [--grad-sum inplace|copy]\n"
   "           [--json [--trace]]\n"
   "      simulates one training step (forward, loss, backward, optimizer step) and\n"
   "      prints where the memory goes. Without --batch it solves for the largest batch\n"

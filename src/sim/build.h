@@ -81,6 +81,11 @@ int mb_slot_new(mb_builder *b, int model, int rule, int category, int32_t ref, i
                 const char *name);
 int mb_build_lnodes(mb_builder *b, int model);
 #define MB_PERSISTENT (1 << 30)
+/* scopes.c: storages passed into a module, held until its last node (index into ms->ln) */
+typedef struct mb_hold {
+  int32_t slot, until;
+} mb_hold;
+int mb_module_holds(mb_builder *b, int model, mb_hold **out, int32_t *n_out);
 /* emit.c */
 int mb_emit_step(mb_builder *b);
 #endif

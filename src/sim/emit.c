@@ -199,6 +199,20 @@ static int recompute(emitter *e, segment *sg, int32_t id) {
 
 /* ---- backward ---- */
 
+/* A second gradient for the same tensor is summed into the first by the engine's input buffer:
+ * in place (PyTorch 2), or, with grad_sum copy (1.13 and before), as old + new into a fresh
+ * tensor before both are freed. The bytes are the same whichever of the three survives, so the
+ * copy is a same-sized tensor that lives while both inputs do. */
+static void sum_into_first(emitter *e, int32_t v, int32_t c, int32_t node) {
+  int32_t sum = -1;
+  if (e->b->tr->grad_sum_copy) {
+    sum = fresh(e, 0, MB_SZ_VALUE, slot(e, c)->category, v, slot(e, c)->dtype, "gradient sum (out of place)");
+    if (sum >= 0) ev(e, 1, 0, sum, node);
+  }
+  release(e, 0, c, node);
+  release(e, 0, sum, node);
+}
+
 static void deliver(emitter *e, const mb_model_state *ms, int32_t v, int32_t c, int32_t node) {
   if (ms->trainable_init[v]) {
     e->reached_any[v] = true;
@@ -207,12 +221,12 @@ static void deliver(emitter *e, const mb_model_state *ms, int32_t v, int32_t c, 
       slot(e, c)->refs = MB_PERSISTENT;
       slot(e, c)->category = MB_CAT_GRADIENT;
     } else {
-      release(e, 0, c, node); /* added into .grad in place */
+      sum_into_first(e, v, c, node); /* a weight used twice (tied embeddings) */
     }
   } else if (e->gslot[v] < 0) {
     e->gslot[v] = c;
   } else {
-    release(e, 0, c, node); /* accumulated in place into the first gradient */
+    sum_into_first(e, v, c, node);
   }
 }
 
@@ -486,6 +500,11 @@ static int emit_optimizer(emitter *e) {
   return b->d->status;
 }
 
+static int by_until(const void *a, const void *b) {
+  const mb_hold *x = a, *y = b;
+  return (x->until > y->until) - (x->until < y->until);
+}
+
 int mb_emit_step(mb_builder *b) {
   emitter e = {.b = b};
   mb_model_state *ms = &b->ms[0];
@@ -505,21 +524,35 @@ int mb_emit_step(mb_builder *b) {
   e.phase = MB_PHASE_SETUP;
   if (emit_setup(&e, &ls) != MB_OK) return b->d->status;
 
+  mb_hold *holds[2] = {NULL, NULL};
+  int32_t n_holds[2] = {0, 0}, next;
+  for (int k = 0; k < (b->tr->teacher ? 2 : 1); k++) {
+    if (mb_module_holds(b, k, &holds[k], &n_holds[k]) != MB_OK) return b->d->status;
+    if (n_holds[k] > 1) qsort(holds[k], (size_t)n_holds[k], sizeof(mb_hold), by_until);
+  }
+
   if (b->tr->teacher) {
     e.phase = MB_PHASE_TEACHER;
     mb_model_state *ts = &b->ms[1];
     for (int32_t i = 0; i < ts->g->n_outputs; i++) hold(&e, ts->slot_of[ts->g->outputs[i]]);
-    for (int32_t i = 0; i < ts->n_ln; i++)
+    for (int32_t k = 0; k < n_holds[1]; k++) hold(&e, holds[1][k].slot);
+    next = 0;
+    for (int32_t i = 0; i < ts->n_ln; i++) {
       if (forward_node(&e, 1, &ts->ln[i], false, false) != MB_OK) return b->d->status;
+      for (; next < n_holds[1] && holds[1][next].until == i; next++) release(&e, 1, holds[1][next].slot, ts->ln[i].node);
+    }
   }
 
   e.phase = MB_PHASE_FORWARD;
   for (int32_t i = 0; i < g->n_outputs; i++) hold(&e, ms->slot_of[g->outputs[i]]);
+  for (int32_t k = 0; k < n_holds[0]; k++) hold(&e, holds[0][k].slot);
+  next = 0;
   for (int32_t i = 0; i < ms->n_ln; i++) {
     const mb_lnode *ln = &ms->ln[i];
     if (ln->segment >= 0 && sg[ln->segment].first == i)
       for (int32_t k = 0; k < sg[ln->segment].n_inputs; k++) hold(&e, sg[ln->segment].inputs[k]);
     if (forward_node(&e, 0, ln, ln->segment < 0, false) != MB_OK) return b->d->status;
+    for (; next < n_holds[0] && holds[0][next].until == i; next++) release(&e, 0, holds[0][next].slot, ln->node);
   }
 
   e.phase = MB_PHASE_LOSS;

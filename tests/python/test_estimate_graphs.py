@@ -638,17 +638,16 @@ def attention_hf_eager_step(b, heads=HEADS, seq=L_SEQ, d=D_HEAD):
     attention_hf_setup(s, b, heads, seq, d)
     s.alloc("q3", A, act=True)   # q.reshape(B*H, L, D) and k^T.reshape(B*H, D, L) copy (B and H
     s.alloc("kt3", A, act=True)  # cannot merge); bmm keeps the copies
-    s.alloc("s", S, act=True)
-    s.free("qa", "ka")
-    s.alloc("s2", S, act=True)
+    s.alloc("s", S, act=True)    # qa, ka, va were passed into the /attn module: its caller
+    s.alloc("s2", S, act=True)   # holds them until /attn returns (after its Reshape)
     s.free("s")
     s.alloc("p", S, act=True)
     s.free("s2")
     s.alloc("v3", A, act=True)   # p is contiguous (a view); v is copied
     s.alloc("o", A, act=True)
-    s.free("va")
     s.alloc("y", A, act=True)    # o.transpose(1,2).reshape(B,L,H*D) copies; nothing keeps o
     s.free("o")
+    s.free("qa", "ka", "va")     # /attn returned
     acts = s.activations()
     ce_loss(s, A, "g_y")
     # the reshape's and transpose's backward are views: the grad of o is a permuted view of g_y;
@@ -717,3 +716,27 @@ def test_reshape_of_a_narrowed_slice(cli, tmp_path, shape, copies):
     got = estimate(cli, path, "--batch", str(b), "--optimizer", "sgd", "--loss", "mse", *EXACT)
     y = b * 12 * 4
     assert got["activations"] == (2 * y if copies else y)
+
+
+def test_module_arguments_live_until_the_module_returns(cli, tmp_path):
+    """A tensor passed into a module stays referenced by the caller until the call returns
+    (`x = self.block(x)`), however early the module last reads it. With every weight frozen
+    nothing is kept for backward, so this decides the forward peak: a (the /stem output)
+    enters /block and lives through /block's three ops.
+    x -> /stem/Relu -> a -> /block/l1/Relu -> b -> /block/l2/Relu -> c -> /block/l3/Mul(w) -> y"""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="/stem/Relu"),
+        helper.make_node("Relu", ["a"], ["b"], name="/block/l1/Relu"),
+        helper.make_node("Relu", ["b"], ["c"], name="/block/l2/Relu"),
+        helper.make_node("Mul", ["c", "w"], ["y"], name="/block/l3/Mul"),
+    ]
+    path = model(nodes, [tensor("x", "batch", 16)], [tensor("y", "batch", 16)], [init("w", 16)],
+                 str(tmp_path / "scopes.onnx"))
+    b = 4
+    got = estimate(cli, path, "--batch", str(b), "--optimizer", "sgd", "--loss", "mse", "--freeze", "*", *EXACT)
+    T = b * 16 * 4
+    inputs = 2 * T  # x and the MSE target
+    # a, then b; c (b freed); y allocated while a and c are alive; then c and a are freed
+    assert got["inputs"] == inputs
+    assert got["forward_peak"] == 4 * 16 + inputs + 3 * T
+    assert got["activations"] == T  # y, the output, held for the loss
