@@ -1,0 +1,125 @@
+"""Live tensor bytes through a real PyTorch training step, two independent ways.
+
+StorageTracker (a TorchDispatchMode) sees every aten op, forward and backward. It follows
+storages, not tensors: a view or a tensor autograd saved for backward shares its storage, so
+each buffer is counted once. It keeps a weak reference to each storage (the one
+torch.multiprocessing uses), so a free is seen at the next op boundary. Its samples are the
+live bytes at op boundaries: on entry to an op and after its outputs exist.
+
+AllocStream reads the profiler's memory events: every allocation and free through PyTorch's
+CPU allocator, in order, including temporaries inside an op that no op boundary shows. Its
+running total must equal the tracker's live bytes wherever both are read (phase marks); that
+is the cross-check.
+"""
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+
+def _storage(t):
+    if hasattr(t, "untyped_storage"):
+        return t.untyped_storage()
+    return t.storage()._storage
+
+
+class StorageTracker(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.live = {}        # StorageImpl address -> (weak ref, bytes)
+        self.bytes = 0
+        self.phase = "setup"
+        self.peak = 0
+        self.peak_phase = None
+        self.peak_op = None
+        self.phase_peak = {}
+        self.n_ops = 0
+        self.trace = []       # (phase, op, live after), kept only when asked
+        self.keep_trace = False
+
+    def add(self, t):
+        if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+            return
+        try:
+            s = _storage(t)
+        except (RuntimeError, NotImplementedError):
+            return
+        key = s._cdata
+        if key in self.live:
+            return
+        n = s.nbytes()
+        self.live[key] = (StorageWeakRef(s), n)
+        self.bytes += n
+
+    def sweep(self):
+        dead = [k for k, (w, _) in self.live.items() if w.expired()]
+        for k in dead:
+            self.bytes -= self.live.pop(k)[1]
+
+    def sample(self, op):
+        if self.bytes > self.peak:
+            self.peak, self.peak_phase, self.peak_op = self.bytes, self.phase, op
+        if self.bytes > self.phase_peak.get(self.phase, 0):
+            self.phase_peak[self.phase] = self.bytes
+        if self.keep_trace:
+            self.trace.append((self.phase, op, self.bytes))
+
+    def now(self):
+        """Live bytes now (after the frees since the last op)."""
+        self.sweep()
+        return self.bytes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.sweep()
+        for a in tree_flatten((args, kwargs))[0]:
+            self.add(a)  # tensors made outside any op (torch.tensor(...), the batch)
+        op = str(func)
+        self.sample(op)
+        out = func(*args, **kwargs)
+        for o in tree_flatten(out)[0]:
+            self.add(o)
+        self.n_ops += 1
+        self.sample(op)
+        return out
+
+
+class AllocStream:
+    """The profiler's allocation events from enable() on; mark() drops a named point."""
+
+    def __init__(self):
+        from torch.autograd.profiler_legacy import profile
+        self._cfg = profile(profile_memory=True).config()
+        self.records = None
+
+    def enable(self):
+        from torch.autograd.profiler_legacy import _enable_profiler_legacy
+        _enable_profiler_legacy(self._cfg)
+
+    def disable(self):
+        from torch.autograd.profiler_legacy import _disable_profiler_legacy
+        self.records = _disable_profiler_legacy()
+
+    @staticmethod
+    def mark(name):
+        with torch.autograd.profiler.record_function("MB:" + name):
+            pass
+
+    def totals(self):
+        """(running total at each mark by name, peak between the marks 'start' and 'end')."""
+        marks, total, peak, inside = {}, 0, 0, False
+        events = [e for r in self.records for e in r]
+        for e in events:
+            k = e.kind()
+            if k == "memory_alloc":
+                total += e.cpu_memory_usage()
+                if inside and total > peak:
+                    peak = total
+            elif k == "push" and e.name().startswith("MB:"):
+                name = e.name()[3:]
+                marks[name] = total
+                if name == "start":
+                    inside, peak = True, total
+                elif name == "end":
+                    inside = False
+        return marks, peak
