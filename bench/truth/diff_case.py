@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""Where a prediction and the truth part ways, for one case: the tool behind every rule fix.
+
+    /usr/bin/python3 bench/truth/diff_case.py vit_b_16 --batch 1 [--optimizer adamw] [--cli PATH]
+
+1. What the forward leaves alive: the truth's storages at the end of forward, against
+   membudget's live forward tensors (its --trace), grouped by size. A size with different
+   counts names the tensors membudget keeps (or misses), e.g. ViT's packed q/k/v projection.
+2. The peak: the last ops before the truth's peak (from a fresh measured step) and the last
+   events before membudget's.
+"""
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cpu_truth  # noqa: E402
+import zoo  # noqa: E402
+from tracker import StorageTracker  # noqa: E402
+
+
+def truth_forward_sizes(c):
+    model, teacher, _ = cpu_truth.prepare(c)
+    x = zoo.batch_for(c["model"], None, c["batch"])
+    tr = StorageTracker()
+    for t in list(model.parameters()) + list(model.buffers()) + list(x):
+        tr.add(t)
+    before = set(tr.live)
+    with tr:
+        y = model(*x)  # noqa: F841 (kept alive: the output is part of what forward leaves)
+    tr.sweep()
+    return collections.Counter(n for k, (_, n) in tr.live.items() if k not in before)
+
+
+def predicted(cli, c):
+    args = zoo.membudget_args(c, "cpu")
+    p = subprocess.run([cli, "estimate", *args, "--json", "--trace"], cwd=zoo.ROOT, capture_output=True, text=True)
+    if p.returncode not in (0, 3):
+        sys.exit(p.stderr)
+    return json.loads(p.stdout)
+
+
+def forward_sizes(trace):
+    live = {}
+    for i, e in enumerate(trace):
+        if e["phase"] not in ("setup", "teacher", "forward"):
+            break
+        if e["phase"] != "forward":
+            continue
+        key = (e["tensor"], e["bytes"])
+        live[key] = live.get(key, 0) + (1 if e["event"] == "alloc" else -1)
+    sizes, names = collections.Counter(), collections.defaultdict(list)
+    for (name, size), n in live.items():
+        if n > 0:
+            sizes[size] += n
+            names[size].append(name)
+    return sizes, names
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--optimizer", default="sgd-momentum")
+    ap.add_argument("--cli", default=os.path.join(zoo.ROOT, "build", "release", "membudget"))
+    ap.add_argument("--window", type=int, default=12)
+    a = ap.parse_args()
+    c = zoo.case(a.model, a.optimizer, a.batch)
+    pred = predicted(a.cli, c)
+    truth = truth_forward_sizes(c)
+    sizes, names = forward_sizes(pred["trace"])
+    print("forward end: bytes  truth-count  predicted-count  (predicted tensors of that size)")
+    for size in sorted(set(truth) | set(sizes), reverse=True):
+        if truth[size] != sizes[size]:
+            print("%12d %6d %6d  %s" % (size, truth[size], sizes[size], ", ".join(names[size][:4])))
+    print("totals: truth %d, predicted %d" % (sum(k * v for k, v in truth.items()),
+                                              sum(k * v for k, v in sizes.items())))
+
+    r = cpu_truth.run_case(c, trace_dir="/tmp/membudget-diff")
+    path = "/tmp/membudget-diff/%s-%s-%s-b%d.json" % (c["model"], c["kind"], c["optimizer"], c["batch"])
+    with open(path) as f:
+        ops = json.load(f)
+    i = max(range(len(ops)), key=lambda k: ops[k][2])
+    print("\ntruth peak %d (%s, %s); the ops before it:" % (r["peak"], r["peak_phase"], r["peak_op"]))
+    for phase, op, live in ops[max(0, i - a.window):i + 1]:
+        print("  %-10s %-45s %d" % (phase, op, live))
+    t = pred["trace"]
+    j = max(range(len(t)), key=lambda k: t[k]["live"])
+    print("\npredicted peak %d (%s); the events before it:" % (t[j]["live"], t[j]["phase"]))
+    for e in t[max(0, j - a.window):j + 1]:
+        print("  %-10s %-5s %-16s %12d %14d %s" % (e["phase"], e["event"], e["category"], e["bytes"], e["live"],
+                                                 e["tensor"]))
+
+
+if __name__ == "__main__":
+    main()
