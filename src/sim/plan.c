@@ -379,6 +379,7 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     int8_t k = ms->narrow[ln->in[0]];
     if (is_op(n, "Slice") || is_op(n, "Split")) {
       out_narrow = narrowed_axis(x, y);
+      /* a slice of a narrowed view: keep the innermost narrowed axis (one is tracked) */
       if (k != NARROW_NONE && out_narrow != k) out_narrow = k > out_narrow ? k : out_narrow;
     } else if (k != NARROW_NONE && (r->flags & MB_GF_RESHAPE)) {
       out_narrow = reshape_keeps_boundary(x, k, y);

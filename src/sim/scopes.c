@@ -69,9 +69,10 @@ int mb_module_holds(mb_builder *b, int model, mb_hold **out, int32_t *n_out) {
       size_t m = pn ? entered_module(pn, cn) : 0;
       if (!m) continue;
       int32_t end = c;
-      for (int32_t j = c + 1; j < ms->n_ln; j++) {
+      for (int32_t j = c + 1; j < ms->n_ln; j++) { /* the module's nodes; unscoped ones are skipped */
         const char *jn = lnode_name(ms, j);
-        if (!jn || strncmp(jn, cn, m) != 0 || jn[m] != '/') break;
+        if (!jn) continue;
+        if (strncmp(jn, cn, m) != 0 || jn[m] != '/') break;
         end = j;
       }
       if (end > until[s]) {
