@@ -49,9 +49,13 @@ torch.manual_seed(0)
 net = Net().eval()
 x = torch.randn(2, 3, 16, 16)
 out = {}
+state = {k: v.clone() for k, v in net.state_dict().items()}
+rng = torch.get_rng_state()
 with open(sys.argv[1], "wb") as f:
     f.write(mt.export_onnx(net, x))
 out["training_after"] = net.training
+out["state_kept"] = all(torch.equal(v, net.state_dict()[k]) for k, v in state.items())
+out["rng_kept"] = torch.equal(rng, torch.get_rng_state())
 b = mt.estimate(net, x, batch=4, optimizer="sgd", trace=True)
 out["budget"] = b.to_dict()
 out["modules"] = sorted(r.module for r in b.modules() if r.module)
@@ -90,6 +94,8 @@ def test_export_is_a_training_graph_with_a_dynamic_batch(exported):
     path, out = exported
     assert out["inputs"] == [["input_0", ["batch", 3, 16, 16]]]
     assert out["training_after"] is False  # the module's mode is restored
+    # the export ran a training-mode forward: BatchNorm's running stats and the RNG are put back
+    assert out["state_kept"] and out["rng_kept"]
     m = onnx.load(str(path), load_external_data=False)
     ops = {n.op_type: n for n in m.graph.node}
     assert "Dropout" in ops  # kept: training-mode export

@@ -59,12 +59,21 @@ def export_onnx(module: "_torch.nn.Module", example_inputs: Inputs, *, opset_ver
         raise ValueError(f"{len(names)} input_names for {len(args)} example inputs")
     dynamic: Dict[str, Dict[int, str]] = {n: {0: BATCH_DIM} for n, t in zip(names, args) if t.dim() > 0}
     buf = io.BytesIO()
+    # A training-mode export runs the module forward: BatchNorm would fold the example batch into
+    # its running statistics and dropout would draw from the RNG. Estimating must not change the
+    # model a script is about to train, so both are put back.
+    buffers = [(b, b.detach().clone()) for b in module.buffers()]
     try:
-        _torch.onnx.export(module, args, buf, training=_torch.onnx.TrainingMode.TRAINING,
-                           do_constant_folding=False, opset_version=opset_version, input_names=names,
-                           dynamic_axes=dynamic)
+        with _torch.random.fork_rng(devices=[]):
+            _torch.onnx.export(module, args, buf, training=_torch.onnx.TrainingMode.TRAINING,
+                               do_constant_folding=False, opset_version=opset_version, input_names=names,
+                               dynamic_axes=dynamic)
     except Exception as e:  # the exporter raises many types; all mean "no graph"
         raise ExportError(f"torch.onnx.export of {type(module).__name__} failed: {type(e).__name__}: {e}") from e
+    finally:
+        with _torch.no_grad():
+            for b, saved in buffers:
+                b.copy_(saved)
     return buf.getvalue()
 
 
