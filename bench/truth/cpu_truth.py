@@ -19,8 +19,6 @@ Recorded per case (bytes, exact: the CPU allocator does not round):
   alloc_peak      the profiler's largest running total (includes temporaries inside ops)
 The membudget flags describing the same step are stored with each case.
 """
-import argparse
-import datetime
 import gc
 import json
 import os
@@ -179,14 +177,11 @@ def machine():
             "python": platform.python_version(), "torch": torch.__version__,
             "torch_source": "Debian python3-torch" if torch.__file__.startswith("/usr/lib/python3/")
             else "PyPI torch", "torch_threads": torch.get_num_threads(), "blas": blas(),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+            "date": zoo.now()}
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", nargs="*")
-    ap.add_argument("--batches", nargs="*", type=int)
-    ap.add_argument("--kinds", nargs="*")
+    ap = zoo.parser(__doc__)
     ap.add_argument("--out", default=os.path.join(zoo.ROOT, "bench", "truth", "results", "cpu.json"))
     ap.add_argument("--trace", help="directory for per-op samples (not committed)")
     ap.add_argument("--resume", action="store_true", help="keep the cases already in --out")
@@ -201,9 +196,7 @@ def main():
             c["membudget_args"] = zoo.membudget_args(case, "cpu", out["machine"]["torch"])
         write(a.out, out)
         return
-    cases = [c for c in zoo.default_cases()
-             if (not a.models or c["model"] in a.models) and (not a.batches or c["batch"] in a.batches)
-             and (not a.kinds or c["kind"] in a.kinds)]
+    cases = zoo.selected_cases(a)
     out = {"machine": machine(), "generator": "bench/truth/cpu_truth.py",
            "step": "zero_grad(set_to_none=True), forward, loss, backward, optimizer.step(); second step measured",
            "cases": []}

@@ -14,8 +14,6 @@ Not yet run: no GPU was lent to the task that wrote it. Its results go to
 bench/truth/results/gpu-<gpu>.json and tests/python/test_accuracy.py reads them like the CPU
 ones.
 """
-import argparse
-import datetime
 import json
 import os
 import platform
@@ -87,20 +85,17 @@ def machine():
     return {"kind": "gpu", "gpu": p.name, "gpu_memory": p.total_memory, "driver": drv,
             "cuda": torch.version.cuda, "cores": os.cpu_count(), "cpu": platform.processor(),
             "torch": torch.__version__, "torch_source": "PyPI torch", "python": platform.python_version(),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+            "date": zoo.now()}
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", nargs="*")
-    ap.add_argument("--batches", nargs="*", type=int)
+    ap = zoo.parser(__doc__)
     ap.add_argument("--no-max-batch", action="store_true")
     ap.add_argument("--out")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("gpu_truth.py needs a CUDA device")
-    cases = [c for c in zoo.default_cases()
-             if (not a.models or c["model"] in a.models) and (not a.batches or c["batch"] in a.batches)]
+    cases = zoo.selected_cases(a)
     cases += [dict(c, precision="amp-bf16") for c in cases if c["kind"] == "plain" and c["optimizer"] == "adamw"]
     m = machine()
     out = {"machine": m, "generator": "bench/truth/gpu_truth.py",

@@ -5,6 +5,8 @@ so the tests and the report need nothing but the result files.
 The models are the zoo's own PyTorch definitions (models/make_models.py), so the graph
 membudget reads is the one PyTorch trains here.
 """
+import argparse
+import datetime
 import importlib.util
 import os
 
@@ -111,3 +113,22 @@ def membudget_args(c, backend, torch_version=None):
     if c.get("teacher"):
         args += ["--teacher", "models/%s.onnx" % c["teacher"]]
     return args
+
+
+def parser(doc):
+    """The command line both truth scripts share: which cases to run."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", nargs="*")
+    ap.add_argument("--batches", nargs="*", type=int)
+    ap.add_argument("--kinds", nargs="*")
+    return ap
+
+
+def selected_cases(a):
+    return [c for c in default_cases()
+            if (not a.models or c["model"] in a.models) and (not a.batches or c["batch"] in a.batches)
+            and (not a.kinds or c["kind"] in a.kinds)]
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
