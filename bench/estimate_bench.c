@@ -16,29 +16,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: mb_estimate_bench MODEL.onnx [--runs N] [--dim NAME=VALUE]... [--set KEY=VALUE]...\n");
     return 2;
   }
-  int runs = 50;
+  int runs = 50, code;
   mb_setup *s = NULL;
   mb_setup_create(&s);
   mb_setup_set(s, "gpu", "h100-80gb");
-  for (int i = 2; i < argc; i++) {
-    char name[256], value[256];
-    if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--dim") && i + 1 < argc) {
-      long long v;
-      if (sscanf(argv[++i], "%255[^=]=%lld", name, &v) != 2) return 2;
-      mb_setup_set_dim(s, name, v);
-    } else if (!strcmp(argv[i], "--set") && i + 1 < argc) {
-      if (sscanf(argv[++i], "%255[^=]=%255s", name, value) != 2 || mb_setup_set(s, name, value) != MB_OK) {
-        fprintf(stderr, "--set %s: %s\n", argv[i], mb_setup_errmsg(s));
-        return 2;
-      }
-    }
-  }
-  if (runs < 1) runs = 1;
-  mb_model *m = NULL;
-  if (mb_model_load_file(argv[1], &m) != MB_OK) {
-    fprintf(stderr, "%s\n", mb_model_errmsg(m));
-    return 1;
+  mb_model *m = bench_setup(argc, argv, s, &runs, &code);
+  if (!m) {
+    mb_setup_free(s);
+    return code;
   }
   double *t = malloc((size_t)runs * sizeof *t);
   mb_budget b = {.struct_size = sizeof b};

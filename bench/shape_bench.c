@@ -1,7 +1,7 @@
 /* Shape-inference speed: infer every tensor of a model at one set of dims, many times, and
  * print the median time per call and per thousand nodes (the model is loaded once).
  *
- *   mb_shape_bench MODEL.onnx [--runs N] [--dim NAME=VALUE]...   */
+ *   mb_shape_bench MODEL.onnx [--runs N] [--dim NAME=VALUE]... [--set KEY=VALUE]...   */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,26 +12,16 @@
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: mb_shape_bench MODEL.onnx [--runs N] [--dim NAME=VALUE]...\n");
+    fprintf(stderr, "usage: mb_shape_bench MODEL.onnx [--runs N] [--dim NAME=VALUE]... [--set KEY=VALUE]...\n");
     return 2;
   }
-  int runs = 200;
+  int runs = 200, code;
   mb_setup *s = NULL;
   mb_setup_create(&s);
-  for (int i = 2; i < argc; i++) {
-    if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--dim") && i + 1 < argc) {
-      char name[256];
-      long long v;
-      if (sscanf(argv[++i], "%255[^=]=%lld", name, &v) != 2) return 2;
-      mb_setup_set_dim(s, name, v);
-    }
-  }
-  if (runs < 1) runs = 1;
-  mb_model *m = NULL;
-  if (mb_model_load_file(argv[1], &m) != MB_OK) {
-    fprintf(stderr, "%s\n", mb_model_errmsg(m));
-    return 1;
+  mb_model *m = bench_setup(argc, argv, s, &runs, &code);
+  if (!m) {
+    mb_setup_free(s);
+    return code;
   }
   double *t = malloc((size_t)runs * sizeof *t);
   for (int r = 0; r < runs; r++) {

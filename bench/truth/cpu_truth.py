@@ -19,6 +19,7 @@ Recorded per case (bytes, exact: the CPU allocator does not round):
   alloc_peak      the profiler's largest running total (includes temporaries inside ops)
 The membudget flags describing the same step are stored with each case.
 """
+import contextlib
 import gc
 import json
 import os
@@ -47,8 +48,9 @@ class Checkpointed(torch.nn.Module):
         return torch.utils.checkpoint.checkpoint(self.inner, x)
 
 
-def prepare(c):
-    model = zoo.build(c["model"])
+def prepare(c, device="cpu"):
+    """The model (train mode, frozen/checkpointed as the case says), the teacher, the optimizer."""
+    model = zoo.build(c["model"]).to(device)
     model.train()
     if c["kind"] == "frozen":
         for n, p in model.named_parameters():
@@ -57,14 +59,16 @@ def prepare(c):
         model.layers = torch.nn.ModuleList([Checkpointed(l) for l in model.layers])
     teacher = None
     if c["kind"] == "teacher":
-        teacher = zoo.build(c["teacher"]).eval().requires_grad_(False)
+        teacher = zoo.build(c["teacher"]).to(device).eval().requires_grad_(False)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = zoo.OPTIMIZERS[c["optimizer"]](params)
     return model, teacher, opt
 
 
-def step(c, model, teacher, opt, x, target, tr=None, stream=None):
+def step(c, model, teacher, opt, x, target, tr=None, stream=None, amp=None):
+    """One training step; amp (a dtype) runs teacher, forward and loss under autocast."""
     loss_kind = zoo.MODELS[c["model"]][0]
+    autocast = (lambda: torch.autocast(x[0].device.type, dtype=amp)) if amp else contextlib.nullcontext
 
     def phase(name):
         if tr is not None:
@@ -78,17 +82,18 @@ def step(c, model, teacher, opt, x, target, tr=None, stream=None):
     phase("start")
     start = tr.now() if tr else 0
     t_out = None
-    if teacher is not None:
-        phase("teacher")
-        with torch.no_grad():
-            t_out = teacher(*x)
-    phase("forward")
-    y = model(*x)
-    phase("forward_end")
-    fwd_end = tr.now() if tr else 0
-    phase("loss")
-    loss = zoo.loss_fn(loss_kind, y, target)
-    del t_out  # the teacher's outputs serve the loss; distillation terms are not modelled
+    with autocast():
+        if teacher is not None:
+            phase("teacher")
+            with torch.no_grad():
+                t_out = teacher(*x)
+        phase("forward")
+        y = model(*x)
+        phase("forward_end")
+        fwd_end = tr.now() if tr else 0
+        phase("loss")
+        loss = zoo.loss_fn(loss_kind, y, target)
+        del t_out  # the teacher's outputs serve the loss; distillation terms are not modelled
     phase("backward")
     loss.backward()
     del loss, y
@@ -104,7 +109,7 @@ def run_case(c, trace_dir=None):
     stream.enable()  # before any tensor of the case exists, so every free is matched
     try:
         model, teacher, opt = prepare(c)
-        x = zoo.batch_for(c["model"], None, c["batch"])
+        x = zoo.batch_for(c["model"], c["batch"])
         with torch.no_grad():
             target = zoo.target_for(zoo.MODELS[c["model"]][0], model(*x))
         step(c, model, teacher, opt, x, target)  # first step: optimizer states appear

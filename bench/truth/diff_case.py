@@ -24,7 +24,7 @@ from tracker import StorageTracker  # noqa: E402
 
 def truth_forward_sizes(c):
     model, teacher, _ = cpu_truth.prepare(c)
-    x = zoo.batch_for(c["model"], None, c["batch"])
+    x = zoo.batch_for(c["model"], c["batch"])
     tr = StorageTracker()
     for t in list(model.parameters()) + list(model.buffers()) + list(x):
         tr.add(t)

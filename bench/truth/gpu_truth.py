@@ -34,22 +34,15 @@ def nvml_used():
 
 
 def run_case(c, amp=None):
-    model, teacher, opt = prepare(c)
-    model.cuda()
-    if teacher is not None:
-        teacher.cuda()
-    opt = zoo.OPTIMIZERS[c["optimizer"]]([p for p in model.parameters() if p.requires_grad])
-    x = tuple(t.cuda() for t in zoo.batch_for(c["model"], None, c["batch"]))
+    model, teacher, opt = prepare(c, "cuda")
+    x = zoo.batch_for(c["model"], c["batch"], "cuda")
     with torch.no_grad():
         target = zoo.target_for(zoo.MODELS[c["model"]][0], model(*x))
-    ctx = torch.autocast("cuda", dtype=amp) if amp else torch.autocast("cuda", enabled=False)
-    with ctx:
-        step(c, model, teacher, opt, x, target)
+    step(c, model, teacher, opt, x, target, amp=amp)  # the first step creates the optimizer states
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     start = torch.cuda.memory_allocated()
-    with ctx:
-        step(c, model, teacher, opt, x, target)
+    step(c, model, teacher, opt, x, target, amp=amp)
     torch.cuda.synchronize()
     return {"start": start, "allocated_peak": torch.cuda.max_memory_allocated(),
             "reserved_peak": torch.cuda.max_memory_reserved(), "device_used": nvml_used()}

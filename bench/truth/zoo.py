@@ -44,16 +44,13 @@ def build(name):
     return make_models.MODELS[name][0]()
 
 
-def batch_for(name, model_out_example, b):
-    """(inputs tuple, target) for batch size b."""
+def batch_for(name, b, device="cpu"):
+    """The inputs (a tuple) for batch size b."""
     if name in ("bert_base_like", "gpt2_small_like"):
         vocab = 30522 if name == "bert_base_like" else 50257
-        x = (torch.randint(0, vocab, (b, SEQ), dtype=torch.int64),)
-    elif name == "unet_like":
-        x = (torch.randn(b, 3, 64, 64),)
-    else:
-        x = (torch.randn(b, 3, 224, 224),)
-    return x
+        return (torch.randint(0, vocab, (b, SEQ), dtype=torch.int64, device=device),)
+    hw = 64 if name == "unet_like" else 224
+    return (torch.randn(b, 3, hw, hw, device=device),)
 
 
 def target_for(loss, y):

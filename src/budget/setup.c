@@ -9,6 +9,18 @@
 #include "util/format.h"
 #include "util/glob.h"
 
+/* backend sets the defaults of the options that differ between CUDA and CPU PyTorch; options
+ * set after it override them. */
+static void set_backend(mb_train *t, bool cpu) {
+  t->cpu = cpu;
+  t->foreach = !cpu;               /* torch.optim picks foreach only when every param is on CUDA */
+  t->rounding = cpu ? 1 : 512;     /* the CPU allocator hands out exact sizes */
+  t->fragmentation = cpu ? 0 : 0.1; /* and caches nothing */
+  t->context = cpu ? 0 : 500u * 1048576u;
+  t->cublas_workspace = 0;
+  t->cublas_workspace_set = cpu;   /* no cuBLAS */
+}
+
 MB_API int mb_setup_create(mb_setup **out) {
   if (!out) return MB_E_INVALID_ARG;
   *out = calloc(1, sizeof **out);
@@ -24,10 +36,7 @@ MB_API int mb_setup_create(mb_setup **out) {
   t->batch_max = 65536;
   t->batch_multiple = 1;
   t->utilization = 0.9;
-  t->fragmentation = 0.1;
-  t->context = 500u * 1048576u;
-  t->rounding = 512;
-  t->foreach = true;
+  set_backend(t, false); /* the CUDA defaults: foreach, rounding, allowance, context, cuBLAS */
   return MB_OK;
 }
 
@@ -190,17 +199,6 @@ static const char *const attentions[] = {"fused", "eager", NULL};
 static const char *const backends[] = {"cuda", "cpu", NULL};
 static const char *const grad_sums[] = {"inplace", "copy", NULL};
 
-/* backend sets the defaults of the options that differ between CUDA and CPU PyTorch; options
- * set after it override them. */
-static void set_backend(mb_train *t, bool cpu) {
-  t->cpu = cpu;
-  t->foreach = !cpu;               /* torch.optim picks foreach only when every param is on CUDA */
-  t->rounding = cpu ? 1 : 512;     /* the CPU allocator hands out exact sizes */
-  t->fragmentation = cpu ? 0 : 0.1; /* and caches nothing */
-  t->context = cpu ? 0 : 500u * 1048576u;
-  t->cublas_workspace = 0;
-  t->cublas_workspace_set = cpu;   /* no cuBLAS */
-}
 
 MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
   if (!s) return MB_E_INVALID_ARG;
