@@ -44,19 +44,19 @@ def predicted(cli, c):
 
 
 def forward_sizes(trace):
+    """The storages the forward allocated that are still live when it ends, by size."""
     live = {}
-    for i, e in enumerate(trace):
+    for e in trace:
         if e["phase"] not in ("setup", "teacher", "forward"):
             break
-        if e["phase"] != "forward":
-            continue
-        key = (e["tensor"], e["bytes"])
-        live[key] = live.get(key, 0) + (1 if e["event"] == "alloc" else -1)
+        if e["phase"] == "forward" and e["event"] == "alloc":
+            live[e["storage"]] = e
+        elif e["event"] == "free":
+            live.pop(e["storage"], None)
     sizes, names = collections.Counter(), collections.defaultdict(list)
-    for (name, size), n in live.items():
-        if n > 0:
-            sizes[size] += n
-            names[size].append(name)
+    for e in live.values():
+        sizes[e["bytes"]] += 1
+        names[e["bytes"]].append(e["tensor"])
     return sizes, names
 
 

@@ -420,6 +420,7 @@ typedef struct mb_event {
   uint64_t live;         /* allocated bytes after the event */
   const char *tensor;    /* ONNX tensor name, or a description ("grad of x", "log_softmax") */
   const char *node;      /* ONNX node name, or NULL */
+  int32_t storage;       /* the storage's id: an allocation and its free share it */
 } mb_event;
 MB_API int mb_trace_event(const mb_trace *trace, size_t i, mb_event *out);
 

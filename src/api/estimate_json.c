@@ -140,6 +140,7 @@ static void json_trace(mb_strbuf *sb, const mb_plan *p, const uint64_t *bytes, c
     mb_sb_puts(sb, ", \"node\": ");
     if (e->node >= 0) mb_sb_json_str(sb, m->graph->nodes[e->node].name);
     else mb_sb_puts(sb, "null");
+    mb_sb_printf(sb, ", \"storage\": %d", (int)e->slot);
     mb_sb_puts(sb, i + 1 < p->n_ev ? "},\n" : "}\n");
   }
   mb_sb_puts(sb, "  ]");

@@ -235,7 +235,7 @@ MB_API int mb_trace_event(const mb_trace *t, size_t i, mb_event *out) {
   const mb_slot *s = &t->plan->slots[e->slot];
   const mb_model *m = e->model ? t->plan->teacher : t->plan->model;
   mb_event ev = {sizeof ev, e->alloc, e->phase, s->category, t->bytes[i], t->live[i], s->name,
-                 e->node >= 0 ? m->graph->nodes[e->node].name : NULL};
+                 e->node >= 0 ? m->graph->nodes[e->node].name : NULL, e->slot};
   return mb_fill_versioned(out, &ev, sizeof ev, sizeof ev) ? MB_E_INVALID_ARG : MB_OK;
 }
 

@@ -83,6 +83,16 @@ def test_trace_bookkeeping(cli):
     order = ["setup", "forward", "loss", "backward", "optimizer"]
     assert [p for p in order if p in phases] == sorted(set(phases), key=order.index)
     assert phases == sorted(phases, key=order.index)  # phases never interleave
+    # each free ends a live allocation of the same storage and size; what is live at the end
+    # is the persistent state (weights, states, grads, the batch)
+    open_ = {}
+    for e in trace:
+        if e["event"] == "alloc":
+            assert e["storage"] not in open_, e
+            open_[e["storage"]] = e["bytes"]
+        else:
+            assert open_.pop(e["storage"]) == e["bytes"], e
+    assert sum(open_.values()) == trace[-1]["live"]
 
 
 def test_batch_dim_after_checkpoint(cli):

@@ -39,7 +39,8 @@ class TraceEvent:
     """One allocation or free of the simulated step, with the live total after it.
 
     ``tensor`` is the ONNX tensor name or a description ("grad of loss", "optimizer state");
-    ``node`` the ONNX node that allocated or freed it, None outside any node."""
+    ``node`` the ONNX node that allocated or freed it, None outside any node; ``storage`` the
+    storage's id, shared by an allocation and its free."""
 
     event: str      # "alloc" | "free"
     phase: str      # setup | teacher | forward | loss | backward | optimizer
@@ -48,11 +49,12 @@ class TraceEvent:
     live: int
     tensor: str
     node: Optional[str]
+    storage: int
 
     def to_dict(self) -> Dict[str, Any]:
         """The event as `membudget estimate --json --trace` writes it."""
         return {"event": self.event, "phase": self.phase, "category": self.category, "bytes": self.bytes,
-                "live": self.live, "tensor": self.tensor, "node": self.node}
+                "live": self.live, "tensor": self.tensor, "node": self.node, "storage": self.storage}
 
 
 @dataclass(frozen=True)
@@ -182,7 +184,7 @@ def from_struct(b: _lib.BudgetStruct, setup: Mapping[str, Any],
     events = None
     if trace is not None:
         events = tuple(TraceEvent(e["event"], e["phase"], e["category"], e["bytes"], e["live"], e["tensor"],
-                                  e["node"]) for e in trace)
+                                  e["node"], e["storage"]) for e in trace)
     return Budget(
         mode="measured" if b.mode == 1 else "static",
         batch_size=b.batch_size,

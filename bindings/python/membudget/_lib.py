@@ -122,7 +122,8 @@ class BudgetStruct(Structure):
 class Event(Structure):
     """mb_event"""
     _fields_ = [("struct_size", c_uint32), ("alloc", c_int32), ("phase", c_int32), ("category", c_int32),
-                ("bytes", c_uint64), ("live", c_uint64), ("tensor", c_char_p), ("node", c_char_p)]
+                ("bytes", c_uint64), ("live", c_uint64), ("tensor", c_char_p), ("node", c_char_p),
+                ("storage", c_int32)]
 
 
 MIRRORED = ((STRUCT_TENSOR_DESC, TensorDesc), (STRUCT_INITIALIZER_DESC, InitializerDesc),

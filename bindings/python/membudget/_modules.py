@@ -3,8 +3,7 @@
 It is derived from the step's trace, not estimated separately:
 
 1. Replay the trace to the allocated peak (the first event after which the live total is at its
-   maximum) and keep the tensors still live there. A free is matched to the latest live
-   allocation of the same tensor name, category and size.
+   maximum) and keep the tensors still live there; a free ends the allocation of its storage.
 2. Attribute each live tensor to a module:
    - a tensor allocated by an ONNX node (activations, activation grads, gradients, temporaries)
      belongs to that node's module. PyTorch's exporter names nodes by module scope,
@@ -57,15 +56,13 @@ def live_at_peak(trace: Sequence[TraceEvent]) -> List[Tuple[TraceEvent, bool]]:
     for i, e in enumerate(trace):
         if e.live > peak:
             peak_index, peak = i, e.live
-    live: Dict[Tuple[str, str, int], List[Tuple[TraceEvent, bool]]] = {}
+    live: Dict[int, Tuple[TraceEvent, bool]] = {}
     for e in trace[:peak_index + 1]:
-        key = (e.tensor, e.category, e.bytes)
         if e.event == "alloc":
-            teacher = e.phase == "teacher" or e.category == "teacher_weights"
-            live.setdefault(key, []).append((e, teacher))
-        elif live.get(key):
-            live[key].pop()
-    return [entry for stack in live.values() for entry in stack]
+            live[e.storage] = (e, e.phase == "teacher" or e.category == "teacher_weights")
+        else:
+            live.pop(e.storage, None)
+    return list(live.values())
 
 
 def _module(e: TraceEvent, teacher: bool) -> Optional[str]:
