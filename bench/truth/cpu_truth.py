@@ -45,7 +45,7 @@ class Checkpointed(torch.nn.Module):
         self.inner = inner
 
     def forward(self, x):
-        return torch.utils.checkpoint.checkpoint(self.inner, x)
+        return torch.utils.checkpoint.checkpoint(self.inner, x, use_reentrant=True)
 
 
 def prepare(c, device="cpu"):
