@@ -193,6 +193,13 @@ MB_API int mb_model_initializer(const mb_model *model, size_t i, mb_initializer_
 MB_API size_t mb_model_num_nodes(const mb_model *model);
 MB_API int mb_model_node(const mb_model *model, size_t i, const char **op_type,
                          const char **domain, const char **name);
+/* Where node i came from in PyTorch: its dotted module path as PyTorch names it
+ * ("layer1.0.conv1", "model.layers.3.self_attn"; "" at the top level; NULL when the export does
+ * not say), read from torch 2.x's node metadata or a TorchScript node name
+ * ("/layer1/layer1.0/conv1/Conv"); and, for torch 2.x dynamo exports, the aten op the node was
+ * translated from ("aten.conv2d.default"; NULL otherwise). Either pointer may be NULL. */
+MB_API int mb_model_node_origin(const mb_model *model, size_t i, const char **module,
+                                const char **aten);
 
 /* ================================================================ training setup */
 

@@ -89,3 +89,12 @@ MB_API int mb_model_node(const mb_model *m, size_t i, const char **op_type, cons
   if (name) *name = n->name;
   return MB_OK;
 }
+
+MB_API int mb_model_node_origin(const mb_model *m, size_t i, const char **module, const char **aten) {
+  CHECK_MODEL(m);
+  if (i >= (size_t)m->graph->n_nodes) return MB_E_RANGE;
+  const mb_node *n = &m->graph->nodes[i];
+  if (module) *module = n->origin.module;
+  if (aten) *aten = n->origin.aten;
+  return MB_OK;
+}

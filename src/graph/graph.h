@@ -13,6 +13,7 @@
 /* Limits on untrusted input (each a clear error, never a crash). */
 #define MB_MAX_RANK 64
 #define MB_MAX_GRAPH_DEPTH 32           /* If/Loop/Scan nesting */
+#define MB_MAX_SEQUENCE 65536           /* tensors in one ONNX sequence value */
 #define MB_MAX_TENSOR_BYTES (1ull << 50) /* 1 PiB: anything larger is an absurd declaration */
 /* Numeric tensors up to this many elements carry their values for shape inference; stored
  * tensors only when their payload survived the wire pass (MB_WIRE_KEEP_PAYLOAD bytes). */
@@ -86,6 +87,17 @@ typedef struct mb_attr {
 
 struct mb_op_def;
 
+/* Where a node came from in PyTorch (onnx/origin.h). Strings are interned: nodes translated
+ * from one FX node share them, so comparing pointers compares origins. */
+typedef struct mb_origin {
+  const char *module;       /* dotted module path ("layer1.0.conv1"), "" at the top level,
+                             * NULL when the export does not say */
+  const char *fx;           /* the FX node ("conv2d_1"), NULL for TorchScript exports */
+  const char *aten;         /* its target without "torch.ops." ("aten.conv2d.default") */
+  const char *args;         /* its call's arguments as written: "(%x, %p_w, None, [2, 2])" */
+  const char *kwargs;       /* and keyword arguments: "{dtype: torch.float32}" */
+} mb_origin;
+
 typedef struct mb_node {
   const struct mb_op_def *op; /* operator-table entry, resolved at load; NULL if unsupported */
   int64_t opset;            /* version of the node's domain in the model, resolved at load */
@@ -96,6 +108,7 @@ typedef struct mb_node {
   int32_t *inputs;          /* value indices; -1 for an omitted optional input */
   int32_t *outputs;         /* value indices; -1 for an omitted optional output */
   mb_attr *attrs;
+  mb_origin origin;
 } mb_node;
 
 struct mb_graph {

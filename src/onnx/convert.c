@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "onnx/dtype.h"
+#include "onnx/origin.h"
 #include "onnx/wire.h"
 #include "util/strmap.h"
 
@@ -18,6 +19,7 @@ typedef struct conv {
   /* warnings collect in a growable array, copied into the arena at the end */
   const char **warnings;
   int32_t n_warnings, cap_warnings;
+  mb_interner *origins; /* module paths and FX strings shared by many nodes */
 } conv;
 
 #define ARENA (c->arena)
@@ -530,6 +532,7 @@ static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, 
     n->op_type = dup_str(c, pn->op_type);
     n->domain = dup_str(c, (pn->domain && !strcmp(pn->domain, "ai.onnx")) ? "" : pn->domain);
     if (!n->name || !n->op_type || !n->domain) { rc = OOM(); break; }
+    if (c->origins && mb_origin_read(pn, n, c->origins) != MB_OK) { rc = OOM(); break; }
     if (!*n->op_type) {
       rc = mb_fail(c->d, MB_E_INVALID_MODEL, "node '%s' has no op_type", n->name);
       break;
@@ -602,14 +605,25 @@ static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, 
 
 int mb_convert_tensor(const Onnx__TensorProto *t, mb_arena *arena, mb_const_tensor *out,
                       mb_diag *d) {
-  conv cc = {arena, d, NULL, 0, 0};
+  conv cc = {arena, d, NULL, 0, 0, NULL};
   memset(out, 0, sizeof *out);
   return convert_dense(&cc, t, "tensor", out);
 }
 
+static int convert_model(conv *c, const Onnx__ModelProto *pm, struct mb_model *m);
+
 int mb_convert_model(const Onnx__ModelProto *pm, struct mb_model *m, mb_diag *d) {
-  conv cc = {&m->arena, d, NULL, 0, 0};
+  mb_interner origins;
+  if (mb_interner_init(&origins, &m->arena) != MB_OK) return mb_fail(d, MB_E_NOMEM, "out of memory");
+  conv cc = {&m->arena, d, NULL, 0, 0, &origins};
   conv *c = &cc;
+  int rc = convert_model(c, pm, m);
+  mb_interner_free(&origins);
+  return rc;
+}
+
+static int convert_model(conv *c, const Onnx__ModelProto *pm, struct mb_model *m) {
+  mb_diag *d = c->d;
   if (!pm->graph) return mb_fail(d, MB_E_INVALID_MODEL, "the model has no graph");
   m->ir_version = pm->has_ir_version ? pm->ir_version : 0;
   char producer[256];

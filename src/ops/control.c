@@ -77,8 +77,8 @@ static int loop_op(mb_op_ctx *c) {
   /* Unrolled nested Loops multiply: 1024 x 1024 x 1024 passes from a 317-byte model. */
   bool unroll = trips >= 0 && trips <= MAX_UNROLLED && trips <= *c->unroll_budget;
   if (unroll) *c->unroll_budget -= trips;
-  mb_tinfo iter = {MB_DTYPE_INT64, 0, (int64_t *)no_dims, unroll ? &iter_v : NULL};
-  mb_tinfo cond = {MB_DTYPE_BOOL, 0, (int64_t *)no_dims, unroll ? &cond_v : NULL};
+  mb_tinfo iter = {.dtype = MB_DTYPE_INT64, .dims = (int64_t *)no_dims, .val = unroll ? &iter_v : NULL};
+  mb_tinfo cond = {.dtype = MB_DTYPE_BOOL, .dims = (int64_t *)no_dims, .val = unroll ? &cond_v : NULL};
   const mb_tinfo **in = mb_arena_array(c->arena, (size_t)body->n_inputs + 1, sizeof *in);
   mb_tinfo **out = mb_arena_array(c->arena, (size_t)body->n_outputs + 1, sizeof *out);
   mb_tinfo *first_scan = mb_arena_array(c->arena, (size_t)n_scan + 1, sizeof *first_scan);

@@ -25,21 +25,6 @@ static int unary(mb_op_ctx *c) {
   return rc;
 }
 
-/* Index of element k of an output of shape (r, od) in an input of shape t (broadcast). */
-static int64_t bcast_index(const mb_tinfo *t, int32_t r, const int64_t *od, int64_t k) {
-  int64_t idx = 0, stride = 1;
-  for (int32_t ax = r - 1; ax >= 0; ax--) {
-    int64_t coord = k % od[ax];
-    k /= od[ax];
-    int32_t ia = ax - (r - t->rank);
-    if (ia >= 0) {
-      if (t->dims[ia] != 1) idx += coord * stride;
-      stride *= t->dims[ia];
-    }
-  }
-  return idx;
-}
-
 typedef int64_t (*int_binop)(int64_t a, int64_t b, bool *ok);
 static int64_t op_add(int64_t a, int64_t b, bool *ok) { (void)ok; return (int64_t)((uint64_t)a + (uint64_t)b); }
 static int64_t op_sub(int64_t a, int64_t b, bool *ok) { (void)ok; return (int64_t)((uint64_t)a - (uint64_t)b); }
@@ -99,8 +84,8 @@ static int fold_float(mb_op_ctx *c, int32_t r, const int64_t *dims, uint64_t n) 
   double *o = mb_op_new_fvalues(c, 0, (int64_t)n);
   if (!o) return c->d->status;
   for (uint64_t k = 0; k < n; k++) {
-    double x = a[bcast_index(c->in[0], r, dims, (int64_t)k)];
-    double y = b[bcast_index(c->in[1], r, dims, (int64_t)k)];
+    double x = a[mb_op_bcast_index(c->in[0], r, dims, (int64_t)k)];
+    double y = b[mb_op_bcast_index(c->in[1], r, dims, (int64_t)k)];
     o[k] = kind == 1 ? x + y : kind == 2 ? x - y : kind == 3 ? x * y : kind == 4 ? x / y
          : kind == 5 ? (x < y ? x : y) : (x > y ? x : y);
   }
@@ -140,8 +125,8 @@ static int broadcast_op(mb_op_ctx *c) {
   if (!o) return c->d->status;
   bool ok = true;
   for (uint64_t k = 0; k < n && ok; k++)
-    o[k] = rule->fn(a[bcast_index(c->in[0], acc.rank, dims, (int64_t)k)],
-                    b[bcast_index(c->in[1], acc.rank, dims, (int64_t)k)], &ok);
+    o[k] = rule->fn(a[mb_op_bcast_index(c->in[0], acc.rank, dims, (int64_t)k)],
+                    b[mb_op_bcast_index(c->in[1], acc.rank, dims, (int64_t)k)], &ok);
   if (!ok) c->out[0]->val = NULL; /* division by zero: the values are not known */
   return MB_OK;
 }
@@ -154,7 +139,7 @@ static int where_op(mb_op_ctx *c) {
   int32_t r1, r2;
   int64_t d1[MB_MAX_RANK], d2[MB_MAX_RANK];
   if ((rc = mb_op_broadcast(c, cond, x, &r1, d1))) return rc;
-  mb_tinfo tmp = {0, r1, d1, NULL};
+  mb_tinfo tmp = {.rank = r1, .dims = d1};
   if ((rc = mb_op_broadcast(c, &tmp, y, &r2, d2))) return rc;
   if ((rc = mb_op_set(c, 0, x->dtype, r2, d2))) return rc;
   int64_t nc, nx, ny;
@@ -165,8 +150,8 @@ static int where_op(mb_op_ctx *c) {
   int64_t *o = mb_op_new_ivalues(c, 0, (int64_t)n);
   if (!o) return c->d->status;
   for (uint64_t k = 0; k < n; k++)
-    o[k] = vc[bcast_index(cond, r2, d2, (int64_t)k)] ? vx[bcast_index(x, r2, d2, (int64_t)k)]
-                                                    : vy[bcast_index(y, r2, d2, (int64_t)k)];
+    o[k] = vc[mb_op_bcast_index(cond, r2, d2, (int64_t)k)] ? vx[mb_op_bcast_index(x, r2, d2, (int64_t)k)]
+                                                    : vy[mb_op_bcast_index(y, r2, d2, (int64_t)k)];
   return MB_OK;
 }
 

@@ -186,7 +186,7 @@ static int einsum(mb_op_ctx *c) {
   const char *p = a->s;
   int32_t in = 0, ell_rank = 0;
   int64_t ell[MB_MAX_RANK];
-  mb_tinfo ellt = {0, 0, ell, NULL};
+  mb_tinfo ellt = {.dims = ell};
   while (*p && !(p[0] == '-' && p[1] == '>')) {
     if (in >= c->n_in || !c->in[in]) return mb_op_fail(c, "equation names more inputs than given");
     const mb_tinfo *x = c->in[in];
@@ -202,7 +202,7 @@ static int einsum(mb_op_ctx *c) {
     for (; *p && *p != ',' && !(p[0] == '-' && p[1] == '>'); p++) {
       if (*p == ' ') continue;
       if (*p == '.') {
-        mb_tinfo part = {0, er, x->dims + axis, NULL};
+        mb_tinfo part = {.rank = er, .dims = x->dims + axis};
         int32_t r;
         int64_t out[MB_MAX_RANK];
         int rc = mb_op_broadcast(c, &ellt, &part, &r, out);

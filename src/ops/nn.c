@@ -203,7 +203,7 @@ int mb_op_matmul_shape(mb_op_ctx *c, const mb_tinfo *a, const mb_tinfo *b, int32
     return mb_op_fail(c, "inner dims differ: %s x %s", mb_shape_str(sa, sizeof sa, a),
                       mb_shape_str(sb, sizeof sb, b));
   }
-  mb_tinfo ba = {0, ar - 2, ad, NULL}, bb = {0, br - 2, bd, NULL};
+  mb_tinfo ba = {.rank = ar - 2, .dims = ad}, bb = {.rank = br - 2, .dims = bd};
   int32_t r;
   int64_t dims[MB_MAX_RANK + 2];
   if ((rc = mb_op_broadcast(c, &ba, &bb, &r, dims))) return rc;

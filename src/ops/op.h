@@ -18,6 +18,10 @@ typedef struct mb_tinfo {
   int32_t rank;           /* -1 while unknown */
   int64_t *dims;          /* rank concrete dims (>= 0) */
   mb_small_values *val;   /* values of a small numeric tensor when known (shape arithmetic) */
+  /* A sequence (SplitToSequence, SequenceConstruct): its elements; dtype is theirs, rank 0.
+   * NULL with seq_len 0 for a tensor, non-NULL for a sequence (even an empty one). */
+  struct mb_tinfo *seq;
+  int32_t seq_len;
 } mb_tinfo;
 
 typedef struct mb_op_ctx mb_op_ctx;
@@ -73,6 +77,10 @@ uint64_t mb_op_attr_ints(const mb_op_ctx *c, const char *name, const int64_t **v
 int mb_op_input(mb_op_ctx *c, int32_t i, const mb_tinfo **t);
 /* Set output i (ignored when omitted): copies dims. */
 int mb_op_set(mb_op_ctx *c, int32_t i, int32_t dtype, int32_t rank, const int64_t *dims);
+/* Make output i a sequence of n elements (ignored when omitted; NULL then, or on failure with
+ * the status set). The caller fills each element with mb_op_set_elem. */
+mb_tinfo *mb_op_set_seq(mb_op_ctx *c, int32_t i, int32_t dtype, int32_t n);
+int mb_op_set_elem(mb_op_ctx *c, mb_tinfo *e, int32_t dtype, int32_t rank, const int64_t *dims);
 /* Give output i known integer values (it must be set first, numel == n). */
 int mb_op_set_ivalues(mb_op_ctx *c, int32_t i, const int64_t *v, int64_t n);
 /* n fresh values attached to output i for the caller to fill (evaluation arena). NULL when
@@ -81,6 +89,8 @@ int64_t *mb_op_new_ivalues(mb_op_ctx *c, int32_t i, int64_t n);
 double *mb_op_new_fvalues(mb_op_ctx *c, int32_t i, int64_t n);
 /* Multidirectional (numpy) broadcast of two shapes into out (MB_MAX_RANK entries). */
 int mb_op_broadcast(mb_op_ctx *c, const mb_tinfo *a, const mb_tinfo *b, int32_t *rank, int64_t *out);
+/* Index of element k of an output of shape (r, od) in an input of shape t broadcast to it. */
+int64_t mb_op_bcast_index(const mb_tinfo *t, int32_t r, const int64_t *od, int64_t k);
 /* Normalise a possibly negative axis for a given rank; error naming the node if out of range. */
 int mb_op_axis(mb_op_ctx *c, int64_t axis, int32_t rank, int32_t *out);
 /* A value the user gave for a name (--dim NAME=N). Returns true and sets *v when given. */
@@ -129,4 +139,5 @@ MB_OP_FAMILY(quant)
 MB_OP_FAMILY(loss)
 MB_OP_FAMILY(rnn)
 MB_OP_FAMILY(control)
+MB_OP_FAMILY(sequence)
 #endif

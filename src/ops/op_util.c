@@ -50,10 +50,33 @@ uint64_t mb_tinfo_numel(const mb_tinfo *t) {
   return n;
 }
 
+static int set_tinfo(mb_op_ctx *c, mb_tinfo *t, int32_t i, int32_t dtype, int32_t rank, const int64_t *dims);
+
 int mb_op_set(mb_op_ctx *c, int32_t i, int32_t dtype, int32_t rank, const int64_t *dims) {
   if (i >= c->n_out || !c->out[i]) return MB_OK;
-  if (rank < 0 || rank > MB_MAX_RANK) return mb_op_fail(c, "output %d would have rank %d", (int)i, (int)rank);
+  return set_tinfo(c, c->out[i], i, dtype, rank, dims);
+}
+
+mb_tinfo *mb_op_set_seq(mb_op_ctx *c, int32_t i, int32_t dtype, int32_t n) {
+  if (i >= c->n_out || !c->out[i]) return NULL;
+  if (n < 0 || n > MB_MAX_SEQUENCE) {
+    mb_op_fail(c, "a sequence of %d tensors is more than membudget follows (%d)", (int)n, MB_MAX_SEQUENCE);
+    return NULL;
+  }
   mb_tinfo *t = c->out[i];
+  if (set_tinfo(c, t, i, dtype, 0, NULL) != MB_OK) return NULL;
+  t->seq = mb_arena_array(c->arena, n ? (size_t)n : 1, sizeof(mb_tinfo));
+  if (!t->seq) mb_fail(c->d, MB_E_NOMEM, "out of memory");
+  t->seq_len = t->seq ? n : 0;
+  return t->seq;
+}
+
+int mb_op_set_elem(mb_op_ctx *c, mb_tinfo *e, int32_t dtype, int32_t rank, const int64_t *dims) {
+  return set_tinfo(c, e, -1, dtype, rank, dims);
+}
+
+static int set_tinfo(mb_op_ctx *c, mb_tinfo *t, int32_t i, int32_t dtype, int32_t rank, const int64_t *dims) {
+  if (rank < 0 || rank > MB_MAX_RANK) return mb_op_fail(c, "output %d would have rank %d", (int)i, (int)rank);
   uint64_t numel = 1;
   for (int32_t k = 0; k < rank; k++) {
     if (dims[k] < 0) return mb_op_fail(c, "output %d would have a negative dim on axis %d", (int)i, (int)k);
@@ -68,6 +91,8 @@ int mb_op_set(mb_op_ctx *c, int32_t i, int32_t dtype, int32_t rank, const int64_
   if (!t->dims) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
   if (rank) memcpy(t->dims, dims, (size_t)rank * sizeof(int64_t));
   t->val = NULL;
+  t->seq = NULL;
+  t->seq_len = 0;
   return MB_OK;
 }
 
@@ -181,4 +206,18 @@ int mb_op_data_dependent(mb_op_ctx *c, const char *what) {
   return mb_fail(c->d, MB_E_UNSUPPORTED,
                  "node '%s': op %s has %s that is not known statically; bound it with "
                  "--dim '%s=N'", c->node->name, c->node->op_type, what, mb_op_bound_name(c));
+}
+
+int64_t mb_op_bcast_index(const mb_tinfo *t, int32_t r, const int64_t *od, int64_t k) {
+  int64_t idx = 0, stride = 1;
+  for (int32_t ax = r - 1; ax >= 0; ax--) {
+    int64_t coord = k % od[ax];
+    k /= od[ax];
+    int32_t ia = ax - (r - t->rank);
+    if (ia >= 0) {
+      if (t->dims[ia] != 1) idx += coord * stride;
+      stride *= t->dims[ia];
+    }
+  }
+  return idx;
 }

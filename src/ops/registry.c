@@ -19,6 +19,7 @@ static const family families[] = {
   {mb_ops_loss, &mb_ops_loss_count},
   {mb_ops_rnn, &mb_ops_rnn_count},
   {mb_ops_control, &mb_ops_control_count},
+  {mb_ops_sequence, &mb_ops_sequence_count},
 };
 #define N_FAMILIES (sizeof families / sizeof families[0])
 

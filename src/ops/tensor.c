@@ -117,7 +117,7 @@ static int reshape(mb_op_ctx *c) {
                         mb_shape_str(sx, sizeof sx, x), (unsigned long long)total, (long long)known);
     dims[infer] = (int64_t)(total / (uint64_t)known);
   } else if ((uint64_t)known != total) {
-    mb_tinfo target = {0, (int32_t)n, dims, NULL};
+    mb_tinfo target = {.rank = (int32_t)n, .dims = dims};
     char st[256];
     return mb_op_fail(c, "cannot reshape %s (%llu elements) into %s (%lld elements)",
                       mb_shape_str(sx, sizeof sx, x), (unsigned long long)total,
@@ -333,11 +333,23 @@ static int expand(mb_op_ctx *c) {
   const int64_t *shape = mb_op_ivalues(c, 1, &n);
   if (!shape) return mb_op_fail(c, "the target shape is not known statically");
   if (n > MB_MAX_RANK) return mb_op_fail(c, "target rank too large");
-  mb_tinfo target = {0, (int32_t)n, (int64_t *)shape, NULL};
+  mb_tinfo target = {.rank = (int32_t)n, .dims = (int64_t *)shape};
   int32_t r;
   int64_t dims[MB_MAX_RANK];
   if ((rc = mb_op_broadcast(c, x, &target, &r, dims))) return rc;
-  return mb_op_set(c, 0, x->dtype, r, dims);
+  if ((rc = mb_op_set(c, 0, x->dtype, r, dims))) return rc;
+  /* values: exporters expand scalars into shape vectors and fills (torch 2.x's zero conv bias
+   * takes its length from Shape(weight) through an Expand) */
+  uint64_t total = mb_tinfo_numel(c->out[0]);
+  if (!x->val || total > MB_SMALL_VALUE_MAX) return MB_OK;
+  if (x->val->is_float) {
+    double *o = mb_op_new_fvalues(c, 0, (int64_t)total);
+    for (uint64_t k = 0; o && k < total; k++) o[k] = x->val->f[mb_op_bcast_index(x, r, dims, (int64_t)k)];
+  } else {
+    int64_t *o = mb_op_new_ivalues(c, 0, (int64_t)total);
+    for (uint64_t k = 0; o && k < total; k++) o[k] = x->val->i[mb_op_bcast_index(x, r, dims, (int64_t)k)];
+  }
+  return c->d->status;
 }
 
 static int constant_of_shape(mb_op_ctx *c) {

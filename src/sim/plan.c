@@ -377,7 +377,10 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
   if (view && ln->in[0] >= 0 && ln->out[0] >= 0 && !ms->perm[ln->in[0]]) {
     const mb_tinfo *x = &ms->t[ln->in[0]], *y = &ms->t[ln->out[0]];
     int8_t k = ms->narrow[ln->in[0]];
-    if (is_op(n, "Slice") || is_op(n, "Split")) {
+    if (is_op(n, "SequenceAt")) { /* an element of a split: narrowed like Split's outputs */
+      int32_t sv = ln->in[0], pn = g->values[sv].producer;
+      if (pn >= 0 && is_op(&g->nodes[pn], "SplitToSequence")) out_narrow = narrowed_axis(&ms->t[g->nodes[pn].inputs[0]], y);
+    } else if (is_op(n, "Slice") || is_op(n, "Split")) {
       out_narrow = narrowed_axis(x, y);
       /* a slice of a narrowed view: keep the innermost narrowed axis (one is tracked) */
       if (k != NARROW_NONE && out_narrow != k) out_narrow = k > out_narrow ? k : out_narrow;

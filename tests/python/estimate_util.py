@@ -24,7 +24,7 @@ def init(name, *dims):
 def model(nodes, inputs, outputs, inits, path, opset=17):
     g = helper.make_graph(nodes, "g", inputs, outputs, inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="pytorch")
-    m.ir_version = 8
+    m.ir_version = 8 if opset <= 17 else 10  # what torch 1.13 / torch 2.x write
     onnx.checker.check_model(m)
     onnx.save(m, path)
     return path

@@ -26,13 +26,13 @@ from ._lib import library_version, path as library_path
 from ._errors import (DoesNotFitError, ExportError, InvalidArgumentError, InvalidModelError, LimitError,
                       MembudgetError, ModelIOError, NoCudaError, ParseError, RangeError, UnsupportedError)
 from ._budget import CATEGORIES, PHASES, Budget, ModuleBytes, TraceEvent, format_bytes
-from ._model import Model, Shapes, TensorInfo, TensorShape, gpus, load
+from ._model import Model, NodeInfo, Shapes, TensorInfo, TensorShape, gpus, load
 from ._estimate import compute_batch_size, estimate
 
 __all__ = [
     "__version__", "library_version", "library_path",
     "load", "estimate", "compute_batch_size", "gpus", "format_bytes",
-    "Model", "Budget", "TraceEvent", "ModuleBytes", "Shapes", "TensorShape", "TensorInfo",
+    "Model", "Budget", "TraceEvent", "ModuleBytes", "Shapes", "TensorShape", "TensorInfo", "NodeInfo",
     "PHASES", "CATEGORIES",
     "MembudgetError", "InvalidArgumentError", "ModelIOError", "ParseError", "InvalidModelError",
     "UnsupportedError", "LimitError", "NoCudaError", "RangeError", "DoesNotFitError", "ExportError",

@@ -34,6 +34,17 @@ class TensorInfo:
 
 
 @dataclass(frozen=True)
+class NodeInfo:
+    """A node of the main graph and where it came from in PyTorch."""
+
+    name: str
+    op_type: str
+    domain: str                       # "" for ai.onnx
+    module: Optional[str]             # dotted module path ("layer1.0.conv1"), "" at the top level
+    aten: Optional[str]               # the aten op a torch 2.x dynamo export translated it from
+
+
+@dataclass(frozen=True)
 class TensorShape:
     """A tensor of the main graph at one set of dim values (the `membudget shapes` row)."""
 
@@ -186,6 +197,20 @@ class Model:
             return Shapes(tensors, _lib.text(lib.mb_shapes_note(sh)))
         finally:
             lib.mb_shapes_free(sh)
+
+    def nodes(self) -> Tuple["NodeInfo", ...]:
+        """The main graph's nodes in order, with where each came from in PyTorch: its dotted
+        module path (None when the export does not say) and, for torch 2.x dynamo exports, the
+        aten op it was translated from."""
+        out = []
+        with self._borrow() as m:
+            op, dom, name, module, aten = (ctypes.c_char_p() for _ in range(5))
+            for i in range(lib.mb_model_num_nodes(m)):
+                lib.mb_model_node(m, i, ctypes.byref(op), ctypes.byref(dom), ctypes.byref(name))
+                lib.mb_model_node_origin(m, i, ctypes.byref(module), ctypes.byref(aten))
+                out.append(NodeInfo(_lib.text(name.value), _lib.text(op.value), _lib.text(dom.value),
+                                    _lib.optional_text(module.value), _lib.optional_text(aten.value)))
+        return tuple(out)
 
     # ------------------------------------------------------------ estimating
     def estimate(self, **kwargs: Any) -> "Budget":

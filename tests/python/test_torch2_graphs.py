@@ -1,0 +1,134 @@
+"""What torch 2.x's dynamo exporter writes (docs/torch2-export.md), in small hand-built graphs:
+node metadata (module path, FX node and aten op), sequence ops (split/chunk/unbind), and the
+shape arithmetic it emits (Expand of Shape values, CastLike)."""
+import json
+
+import pytest
+from onnx import TensorProto, helper
+
+from binding_util import membudget
+from conftest import MODELS, run
+from estimate_util import init, model, tensor
+
+F = TensorProto.FLOAT
+
+
+def fx_node(name, target, args, module_path=("",)):
+    """A node's metadata as torch.onnx writes it."""
+    scopes = list(module_path) + [name]
+    return {
+        "pkg.torch.onnx.name_scopes": repr(scopes),
+        "pkg.torch.onnx.fx_node": "%%%s : [num_users=1] = call_function[target=torch.ops.%s](args = %s, "
+                                  "kwargs = {})" % (name, target, args),
+    }
+
+
+def with_metadata(node, md):
+    for k, v in md.items():
+        node.metadata_props.add(key=k, value=v)
+    return node
+
+
+def test_module_paths_from_torchscript_names():
+    with membudget.load(MODELS / "resnet18.onnx") as m:
+        by_name = {n.name: n for n in m.nodes()}
+    # a Sequential's child is named "layer1.0" inside "/layer1": the path is layer1.0.conv1
+    assert by_name["/layer1/layer1.0/conv1/Conv"].module == "layer1.0.conv1"
+    assert by_name["/conv1/Conv"].module == "conv1"
+    assert by_name["/layer4/layer4.1/Add"].module == "layer4.1"
+    assert all(n.aten is None for n in by_name.values())
+    with membudget.load(MODELS / "bert_base_like.onnx") as m:
+        mods = {n.module for n in m.nodes()}
+    assert "layers.3.attn" in mods or "layers.3" in mods
+
+
+def test_module_path_and_aten_op_from_dynamo_metadata(tmp_path):
+    x = tensor("x", "batch", 8)
+    w = init("fc.weight", 4, 8)
+    t = with_metadata(helper.make_node("Transpose", ["fc.weight"], ["wt"], name="node_Transpose_0", perm=[1, 0]),
+                      fx_node("linear", "aten.linear.default", "(%x, %p_fc_weight)", ("", "fc")))
+    mm = with_metadata(helper.make_node("MatMul", ["x", "wt"], ["linear"], name="node_linear"),
+                       fx_node("linear", "aten.linear.default", "(%x, %p_fc_weight)", ("", "fc")))
+    r = with_metadata(helper.make_node("Relu", ["linear"], ["relu"], name="node_relu"),
+                      fx_node("relu", "aten.relu.default", "(%linear,)", ("", "_empty_nn_module_stack_from_metadata_hook")))
+    path = tmp_path / "m.onnx"
+    model([t, mm, r], [x], [tensor("relu", "batch", 4)], [w], path, opset=20)
+    with membudget.load(path) as m:
+        nodes = m.nodes()
+    assert [(n.module, n.aten) for n in nodes] == [("fc", "aten.linear.default"), ("fc", "aten.linear.default"),
+                                                  ("", "aten.relu.default")]
+
+
+def shapes_of(cli, path, *args):
+    doc = json.loads(run(cli, "shapes", path, "--json", *args, check=0).stdout)
+    return {t["name"]: t for t in doc["tensors"]}
+
+
+def const_i64(name, values):
+    return helper.make_node("Constant", [], [name], name=name + "_c",
+                            value=helper.make_tensor(name, TensorProto.INT64, [len(values)], values))
+
+
+def test_sequence_ops(cli, tmp_path):
+    x = tensor("x", "batch", 6, 4)
+    nodes = [
+        const_i64("sizes", [2, 4]),
+        helper.make_node("SplitToSequence", ["x", "sizes"], ["seq"], axis=1),
+        helper.make_node("Constant", [], ["one"], value=helper.make_tensor("one", TensorProto.INT64, [], [1])),
+        helper.make_node("SequenceAt", ["seq", "one"], ["second"]),
+        helper.make_node("SequenceLength", ["seq"], ["n"]),
+        # unbind along axis 2: four [batch, 6] tensors, stacked back on a new last axis
+        helper.make_node("SplitToSequence", ["x"], ["cols"], axis=2, keepdims=0),
+        helper.make_node("SequenceAt", ["cols", "one"], ["col"]),
+        helper.make_node("ConcatFromSequence", ["cols"], ["stacked"], axis=-1, new_axis=1),
+        helper.make_node("ConcatFromSequence", ["seq"], ["joined"], axis=1),
+    ]
+    outs = [tensor("second", "batch", 4, 4), tensor("col", "batch", 6), tensor("stacked", "batch", 6, 4),
+            tensor("joined", "batch", 6, 4), helper.make_tensor_value_info("n", TensorProto.INT64, [])]
+    path = tmp_path / "seq.onnx"
+    model(nodes, [x], outs, [], path, opset=20)
+    t = shapes_of(cli, path, "--batch", "3")
+    assert t["second"]["shape"] == [3, 4, 4]
+    assert t["col"]["shape"] == [3, 6]
+    assert t["stacked"]["shape"] == [3, 6, 4]
+    assert t["joined"]["shape"] == [3, 6, 4]
+    assert t["n"]["shape"] == []
+    # a split view costs nothing: the estimate runs and the element is not a new allocation
+    run(cli, "estimate", path, "--batch", "3", "--loss", "mse", check=0)
+
+
+def test_sequence_errors_name_the_node(cli, tmp_path):
+    x = tensor("x", "batch", 6)
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["seq"], axis=1, name="split"),
+             helper.make_node("Constant", [], ["nine"], value=helper.make_tensor("nine", TensorProto.INT64, [], [9])),
+             helper.make_node("SequenceAt", ["seq", "nine"], ["y"], name="pick")]
+    path = tmp_path / "bad.onnx"
+    model(nodes, [x], [tensor("y", "batch")], [], path, opset=20)
+    p = run(cli, "shapes", path, "--batch", "2", check=1)
+    assert "'pick'" in p.stderr and "position 9 is outside a sequence of 6 tensors" in p.stderr
+
+
+def test_zero_bias_from_expand_of_shape(cli, tmp_path):
+    """torch 2.x writes conv2d(bias=None) as Conv with a bias Expand(CastLike(0), Shape(w)[0:1])."""
+    x = tensor("x", "batch", 3, 8, 8)
+    w = init("conv.weight", 16, 3, 3, 3)
+    nodes = [
+        helper.make_node("Shape", ["conv.weight"], ["wshape"], start=0, end=1),
+        const_i64("one", [1]),
+        helper.make_node("Expand", ["wshape", "one"], ["nout"]),
+        helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("zero", F, [], [0.0])),
+        helper.make_node("CastLike", ["zero", "x"], ["zero_like"]),
+        helper.make_node("Expand", ["zero_like", "nout"], ["bias"]),
+        helper.make_node("Conv", ["x", "conv.weight", "bias"], ["y"], pads=[1, 1, 1, 1]),
+    ]
+    path = tmp_path / "conv.onnx"
+    model(nodes, [x], [tensor("y", "batch", 16, 8, 8)], [w], path, opset=20)
+    t = shapes_of(cli, path, "--batch", "2")
+    assert t["bias"]["shape"] == [16]
+    assert t["y"]["shape"] == [2, 16, 8, 8]
+
+
+@pytest.mark.parametrize("name", ["resnet18.onnx"])
+def test_zoo_has_no_fx_metadata(name):
+    with membudget.load(MODELS / name) as m:
+        assert not any(n.aten for n in m.nodes())
