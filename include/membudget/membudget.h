@@ -197,9 +197,11 @@ MB_API int mb_model_node(const mb_model *model, size_t i, const char **op_type,
  * ("layer1.0.conv1", "model.layers.3.self_attn"; "" at the top level; NULL when the export does
  * not say), read from torch 2.x's node metadata or a TorchScript node name
  * ("/layer1/layer1.0/conv1/Conv"); and, for torch 2.x dynamo exports, the aten op the node was
- * translated from ("aten.conv2d.default"; NULL otherwise). Either pointer may be NULL. */
+ * translated from ("aten.conv2d.default"; NULL otherwise) and the Python function that ran it,
+ * the innermost frame of its stack trace ("integrations/sdpa_attention.py:repeat_kv"; NULL
+ * otherwise). Any pointer may be NULL. */
 MB_API int mb_model_node_origin(const mb_model *model, size_t i, const char **module,
-                                const char **aten);
+                                const char **aten, const char **site);
 
 /* ================================================================ training setup */
 

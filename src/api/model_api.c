@@ -90,11 +90,13 @@ MB_API int mb_model_node(const mb_model *m, size_t i, const char **op_type, cons
   return MB_OK;
 }
 
-MB_API int mb_model_node_origin(const mb_model *m, size_t i, const char **module, const char **aten) {
+MB_API int mb_model_node_origin(const mb_model *m, size_t i, const char **module, const char **aten,
+                                const char **site) {
   CHECK_MODEL(m);
   if (i >= (size_t)m->graph->n_nodes) return MB_E_RANGE;
   const mb_node *n = &m->graph->nodes[i];
   if (module) *module = n->origin.module;
   if (aten) *aten = n->origin.aten;
+  if (site) *site = n->origin.site;
   return MB_OK;
 }

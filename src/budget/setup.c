@@ -198,6 +198,7 @@ static const char *const losses[] = {"auto", "ce", "mse", "none", NULL};
 static const char *const attentions[] = {"fused", "eager", NULL};
 static const char *const backends[] = {"cuda", "cpu", NULL};
 static const char *const grad_sums[] = {"inplace", "copy", NULL};
+static const char *const transformers_paths[] = {"eager", "as-exported", NULL};
 
 
 MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
@@ -228,6 +229,8 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
     if ((rc = pick(s, key, value, backends, &choice)) == MB_OK) set_backend(t, choice == 1);
   } else if (!strcmp(key, "grad_sum")) {
     if ((rc = pick(s, key, value, grad_sums, &choice)) == MB_OK) t->grad_sum_copy = choice == 1;
+  } else if (!strcmp(key, "transformers")) {
+    if ((rc = pick(s, key, value, transformers_paths, &choice)) == MB_OK) t->transformers_as_exported = choice == 1;
   } else if (!strcmp(key, "foreach")) {
     rc = parse_bool(s, key, value, &t->foreach);
   } else if (!strcmp(key, "master_weights")) {

@@ -18,6 +18,7 @@ typedef struct mb_train {
   bool cpu;                 /* backend cpu: PyTorch's CPU kernels and allocator (truth runs) */
   bool foreach;             /* the optimizer's foreach (multi-tensor) implementation */
   bool grad_sum_copy;       /* autograd sums a tensor's gradients out of place (PyTorch <= 1.13) */
+  bool transformers_as_exported; /* charge HF models' export-only paths (passes/eager.c) */
   char **checkpoint;        /* globs on module paths */
   size_t n_checkpoint;
   int64_t grad_accumulation, batch_min, batch_max, batch_multiple;

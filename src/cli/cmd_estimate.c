@@ -20,6 +20,7 @@ static const struct { const char *flag, *key; } value_flags[] = {
   {"--fragmentation", "fragmentation"}, {"--cublas-workspace", "cublas_workspace"},
   {"--rounding", "rounding"},       {"--backend", "backend"},
   {"--foreach", "foreach"},         {"--grad-sum", "grad_sum"},
+  {"--transformers", "transformers"},
 };
 /* Flags without a value that switch an option on. */
 static const struct { const char *flag, *key; } switch_flags[] = {

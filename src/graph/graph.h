@@ -96,6 +96,11 @@ typedef struct mb_origin {
   const char *aten;         /* its target without "torch.ops." ("aten.conv2d.default") */
   const char *args;         /* its call's arguments as written: "(%x, %p_w, None, [2, 2])" */
   const char *kwargs;       /* and keyword arguments: "{dtype: torch.float32}" */
+  const char *site;         /* the innermost frame of its recorded stack trace ("llama/
+                             * modeling_llama.py:forward"; the exporter records module forwards,
+                             * not the library helpers they call) */
+  const char *cls;          /* the class of its module ("transformers.models.llama.modeling_
+                             * llama.LlamaAttention"), NULL when the export does not say */
 } mb_origin;
 
 typedef struct mb_node {

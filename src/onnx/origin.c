@@ -1,5 +1,6 @@
 #include "onnx/origin.h"
 
+#include <ctype.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,90 @@ bool mb_origin_module_of_name(const char *name, char *buf, size_t size) {
   return true;
 }
 
+/* ------------------------------------------------------------------ FX names */
+
+char mb_fx_names(const char *arg, size_t n, const char *name) {
+  if (strlen(name) == n && !memcmp(arg, name, n)) return '=';
+  if (n < 3 || arg[1] != '_' || (arg[0] != 'p' && arg[0] != 'b' && arg[0] != 'c')) return 0;
+  const char *a = arg + 2, *end = arg + n;
+  for (; *name && a < end; name++, a++)
+    if (*a != (isalnum((unsigned char)*name) ? *name : '_')) return 0;
+  return !*name && a == end ? arg[0] : 0;
+}
+
+bool mb_fx_next_arg(const char **p, const char **tok, size_t *len) {
+  const char *s = *p;
+  if (!s) return false;
+  while (*s && *s != '%') s++;
+  if (!*s) {
+    *p = s;
+    return false;
+  }
+  const char *t = ++s;
+  while (isalnum((unsigned char)*s) || *s == '_') s++;
+  *tok = t;
+  *len = (size_t)(s - t);
+  *p = s;
+  return true;
+}
+
+static bool parse_literal(const char *s, size_t n, double *value) {
+  while (n && (*s == ' ')) s++, n--;
+  while (n && s[n - 1] == ' ') n--;
+  if (n == 4 && !memcmp(s, "True", 4)) return *value = 1, true;
+  if (n == 5 && !memcmp(s, "False", 5)) return *value = 0, true;
+  char buf[64];
+  if (!n || n >= sizeof buf) return false;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  char *end;
+  *value = strtod(buf, &end);
+  return end == buf + n;
+}
+
+/* Item `want` of a bracketed, comma-separated list ("(a, [b, c], d)"): start and length. */
+static bool list_item(const char *s, int want, const char **item, size_t *len) {
+  if (!s || (*s != '(' && *s != '{')) return false;
+  int depth = 0, k = 0;
+  const char *start = s + 1;
+  for (const char *p = s; *p; p++) {
+    if (*p == '\'' || *p == '"') {
+      char q = *p;
+      for (p++; *p && *p != q; p++)
+        if (*p == '\\' && p[1]) p++;
+      if (!*p) return false;
+      continue;
+    }
+    if (*p == '(' || *p == '[' || *p == '{') depth++;
+    bool close = *p == ')' || *p == ']' || *p == '}';
+    if (close) depth--;
+    if ((*p == ',' && depth == 1) || (close && depth == 0)) {
+      if (k == want) {
+        *item = start;
+        *len = (size_t)(p - start);
+        return *len > 0;
+      }
+      k++;
+      start = p + 1;
+    }
+    if (close && depth == 0) break;
+  }
+  return false;
+}
+
+bool mb_fx_literal(const mb_origin *o, int pos, const char *kw, double *value) {
+  const char *item;
+  size_t len;
+  if (pos >= 0 && list_item(o->args, pos, &item, &len)) return parse_literal(item, len, value);
+  if (!kw || !o->kwargs) return false;
+  size_t kl = strlen(kw);
+  for (int k = 0; list_item(o->kwargs, k, &item, &len); k++) {
+    while (len && *item == ' ') item++, len--;
+    if (len > kl + 1 && !memcmp(item, kw, kl) && item[kl] == ':') return parse_literal(item + kl + 1, len - kl - 1, value);
+  }
+  return false;
+}
+
 /* ------------------------------------------------------------------ dynamo metadata */
 
 /* The last two entries of a Python list of strings: "['', 'a', 'a.b', 'name']" gives module
@@ -149,6 +234,43 @@ static int parse_fx_node(const char *s, size_t len, mb_node *n, mb_interner *in)
   return MB_OK;
 }
 
+/* The innermost frame of a Python stack trace ('File "/a/b/c.py", line 9, in f' lines, outermost
+ * first) as "b/c.py:f". */
+static int parse_site(const char *s, size_t len, mb_node *n, mb_interner *in) {
+  const char *end = s + len, *frame = NULL;
+  for (const char *p = s; p + 6 <= end; p++)
+    if (!memcmp(p, "File \"", 6)) frame = p + 6;
+  if (!frame) return MB_OK;
+  const char *q = frame;
+  while (q < end && *q != '"') q++;
+  if (q >= end) return MB_OK;
+  const char *file = q, *slashes = NULL;
+  int seen = 0;
+  for (const char *p = q; p > frame; p--)
+    if (p[-1] == '/' && ++seen == 2) {
+      slashes = p;
+      break;
+    }
+  file = slashes ? slashes : frame;
+  const char *fn = NULL;
+  for (const char *p = q; p + 5 <= end && *p != '\n'; p++)
+    if (!memcmp(p, ", in ", 5)) {
+      fn = p + 5;
+      break;
+    }
+  char buf[MAX_PATH];
+  size_t fl = (size_t)(q - file), fnl = 0;
+  if (fn)
+    while (fn + fnl < end && fn[fnl] != '\n' && fn[fnl] != '\r') fnl++;
+  if (fl + fnl + 2 >= sizeof buf) return MB_OK;
+  memcpy(buf, file, fl);
+  buf[fl] = ':';
+  if (fnl) memcpy(buf + fl + 1, fn, fnl);
+  buf[fl + 1 + fnl] = '\0';
+  n->origin.site = mb_intern(in, buf, fl + 1 + fnl);
+  return n->origin.site ? MB_OK : MB_E_NOMEM;
+}
+
 typedef struct entry {
   const char *key, *value;
   size_t key_len, value_len;
@@ -180,11 +302,18 @@ static bool key_is(const entry *e, const char *k) {
 
 static int use_entry(const entry *e, mb_node *n, mb_interner *in) {
   if (!e->value) return MB_OK;
-  if (key_is(e, "pkg.torch.onnx.name_scopes")) {
+  if (key_is(e, "pkg.torch.onnx.class_hierarchy")) {
+    char cls[MAX_PATH], last[MAX_PATH];
+    if (parse_scopes(e->value, e->value_len, cls, last) &&
+        !(n->origin.cls = mb_intern(in, cls, strlen(cls))))
+      return MB_E_NOMEM;
+  } else if (key_is(e, "pkg.torch.onnx.name_scopes")) {
     char module[MAX_PATH], fx[MAX_PATH];
     if (!parse_scopes(e->value, e->value_len, module, fx)) return MB_OK;
     if (!(n->origin.module = mb_intern(in, module, strlen(module)))) return MB_E_NOMEM;
     if (!n->origin.fx && !(n->origin.fx = mb_intern(in, fx, strlen(fx)))) return MB_E_NOMEM;
+  } else if (key_is(e, "pkg.torch.onnx.stack_trace")) {
+    return parse_site(e->value, e->value_len, n, in);
   } else if (key_is(e, "pkg.torch.onnx.fx_node")) {
     const char *s = e->value, *end = s + e->value_len, *p = s;
     if (p < end && *p == '%') {

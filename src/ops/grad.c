@@ -7,6 +7,7 @@
 #define Y MB_SAVE_YES
 #define O MB_SAVE_IF_OTHER
 #define FP32 MB_AMP_FP32
+#define PW MB_GF_POINTWISE
 #define LOW MB_AMP_LOW
 #define PROM MB_AMP_PROMOTE
 
@@ -14,10 +15,10 @@ static const mb_grad_rule rules[MB_G_COUNT] = {
   /*                        torch op             flags    save_in    out same stats amp bwd_tmp */
   [MB_G_DEFAULT]        = {"(every input kept)", 0, {Y, Y, Y, Y}, 0, 0, 0, 0, 0},
   [MB_G_NONDIFF]        = {"(no gradient)", MB_GF_NONDIFF, {0}, 0, 0, 0, 0, 0},
-  [MB_G_NOTHING]        = {"(keeps nothing)", 0, {0}, 0, 0, 0, 0, 0},
-  [MB_G_ADD]            = {"add", 0, {0}, 0, 0xff, 0, PROM, 0},
+  [MB_G_NOTHING]        = {"(keeps nothing)", PW, {0}, 0, 0, 0, 0, 0},
+  [MB_G_ADD]            = {"add", PW, {0}, 0, 0xff, 0, PROM, 0},
   /* sub: the minuend gets the grad itself, the subtrahend a negated copy */
-  [MB_G_SUB]            = {"sub", 0, {0}, 0, 0x01, 0, PROM, 0},
+  [MB_G_SUB]            = {"sub", PW, {0}, 0, 0x01, 0, PROM, 0},
   [MB_G_VIEW]           = {"view", MB_GF_VIEW | MB_GF_GRAD_VIEW, {0}, 0, 0, 0, 0, 0},
   [MB_G_IDENTITY]       = {"alias", MB_GF_VIEW | MB_GF_GRAD_VIEW, {0}, 0, 0, 0, 0, 0},
   [MB_G_RESHAPE]        = {"reshape", MB_GF_VIEW | MB_GF_GRAD_VIEW | MB_GF_RESHAPE, {0}, 0, 0, 0, 0, 0},
@@ -28,23 +29,23 @@ static const mb_grad_rule rules[MB_G_COUNT] = {
   [MB_G_CONCAT]         = {"cat", MB_GF_GRAD_VIEW, {0}, 0, 0, 0, PROM, 0},
   /* expand: a stride-0 view; backward sums to the input's size */
   [MB_G_EXPAND]         = {"expand", MB_GF_VIEW, {0}, 0, 0, 0, 0, 0},
-  [MB_G_CAST]           = {"_to_copy", 0, {0}, 0, 0, 0, 0, 0},
-  [MB_G_SAVE_X]         = {"(keeps input)", 0, {Y}, 0, 0, 0, 0, 0},
-  [MB_G_SAVE_X_FP32]    = {"(keeps input, fp32 under autocast)", 0, {Y}, 0, 0, 0, FP32, 0},
-  [MB_G_SAVE_Y]         = {"(keeps result)", 0, {0}, 1, 0, 0, 0, 0},
-  [MB_G_SAVE_Y_FP32]    = {"(keeps result, fp32 under autocast)", 0, {0}, 1, 0, 0, FP32, 0},
+  [MB_G_CAST]           = {"_to_copy", PW, {0}, 0, 0, 0, 0, 0},
+  [MB_G_SAVE_X]         = {"(keeps input)", PW, {Y}, 0, 0, 0, 0, 0},
+  [MB_G_SAVE_X_FP32]    = {"(keeps input, fp32 under autocast)", PW, {Y}, 0, 0, 0, FP32, 0},
+  [MB_G_SAVE_Y]         = {"(keeps result)", PW, {0}, 1, 0, 0, 0, 0},
+  [MB_G_SAVE_Y_FP32]    = {"(keeps result, fp32 under autocast)", PW, {0}, 1, 0, 0, FP32, 0},
   [MB_G_SAVE_XY]        = {"(keeps input and result)", 0, {Y}, 1, 0, 0, 0, 0},
   /* erf backward: 2/sqrt(pi) * exp(-x*x) * grad, two full-size temporaries */
-  [MB_G_ERF]            = {"erf", 0, {Y}, 0, 0, 0, 0, 2},
-  [MB_G_SQRT]           = {"sqrt", 0, {0}, 1, 0, 0, 0, 1},
-  [MB_G_RECIPROCAL]     = {"reciprocal", 0, {0}, 1, 0, 0, FP32, 1},
-  [MB_G_MUL]            = {"mul", 0, {O, O}, 0, 0, 0, PROM, 0},
+  [MB_G_ERF]            = {"erf", PW, {Y}, 0, 0, 0, 0, 2},
+  [MB_G_SQRT]           = {"sqrt", PW, {0}, 1, 0, 0, 0, 1},
+  [MB_G_RECIPROCAL]     = {"reciprocal", PW, {0}, 1, 0, 0, FP32, 1},
+  [MB_G_MUL]            = {"mul", PW, {O, O}, 0, 0, 0, PROM, 0},
   /* div: the divisor always; the dividend only for the divisor's grad */
-  [MB_G_DIV]            = {"div", 0, {O, Y}, 0, 0, 0, PROM, 0},
-  [MB_G_POW]            = {"pow", 0, {Y, O}, 0, 0, 0, FP32, 1},
-  [MB_G_MINMAX]         = {"maximum", 0, {Y, Y}, 0, 0, 0, PROM, 0},
+  [MB_G_DIV]            = {"div", PW, {O, Y}, 0, 0, 0, PROM, 0},
+  [MB_G_POW]            = {"pow", PW, {Y, O}, 0, 0, 0, FP32, 1},
+  [MB_G_MINMAX]         = {"maximum", PW, {Y, Y}, 0, 0, 0, PROM, 0},
   [MB_G_PRELU]          = {"prelu", 0, {Y, Y}, 0, 0, 0, LOW, 0},
-  [MB_G_WHERE]          = {"where", 0, {Y}, 0, 0, 0, PROM, 0},
+  [MB_G_WHERE]          = {"where", PW, {Y}, 0, 0, 0, PROM, 0},
   [MB_G_MATMUL]         = {"matmul", MB_GF_MATMUL | MB_GF_CUBLAS, {O, O}, 0, 0, 0, LOW, 0},
   [MB_G_GEMM]           = {"addmm", MB_GF_CUBLAS, {O, O}, 0, 0, 0, LOW, 0},
   [MB_G_EINSUM]         = {"einsum", MB_GF_CUBLAS, {O, O, O, O}, 0, 0, 0, LOW, 0},
@@ -63,7 +64,7 @@ static const mb_grad_rule rules[MB_G_COUNT] = {
   [MB_G_GROUPNORM]      = {"native_group_norm", 0, {Y}, 0, 0, MB_STATS_GROUPS2, FP32, 0},
   [MB_G_RMSNORM]        = {"_fused_rms_norm", 0, {Y}, 0, 0, MB_STATS_ROWS1, FP32, 0},
   /* native_dropout keeps its bool mask (ONNX output 1, or MASK_IN when not exported) */
-  [MB_G_DROPOUT]        = {"native_dropout", 0, {0}, 2, 0, 0, 0, 0},
+  [MB_G_DROPOUT]        = {"native_dropout", PW, {0}, 2, 0, 0, 0, 0},
   /* embedding / index_select keep the indices */
   [MB_G_GATHER]         = {"embedding", 0, {0, Y}, 0, 0, 0, 0, 0},
   [MB_G_GATHER_ELEMENTS]= {"gather", 0, {Y, Y}, 0, 0, 0, 0, 0},
@@ -80,8 +81,22 @@ static const mb_grad_rule rules[MB_G_COUNT] = {
   [MB_G_RNN]            = {"_cudnn_rnn", MB_GF_CUBLAS, {Y, Y, Y, Y}, 1, 0, MB_STATS_RNN, LOW, 0},
   /* ONNX Attention (opset 23) runs as scaled_dot_product_attention */
   [MB_G_ATTENTION]      = {"_scaled_dot_product_efficient_attention", MB_GF_CUBLAS, {Y, Y, Y, Y}, 1, 0, MB_STATS_LSE, LOW, 0},
-  [MB_G_FUSED_GELU]     = {"gelu", 0, {Y}, 0, 0, 0, 0, 0},
-  [MB_G_FUSED_SILU]     = {"silu", 0, {Y}, 0, 0, 0, 0, 0},
+  /* clone (and roll): a new contiguous storage; backward hands the grad through */
+  [MB_G_COPY]           = {"clone", PW, {0}, 0, 0x01, 0, 0, 0},
+  /* clone(memory_format=contiguous_format), what .contiguous() and reshape() trace to: a copy
+   * only when the input is not contiguous (plan.c decides from its views) */
+  [MB_G_CONTIGUOUS]     = {"contiguous", MB_GF_VIEW | MB_GF_GRAD_VIEW | MB_GF_RESHAPE, {0}, 0, 0, 0, 0, 0},
+  /* zeros, ones, full, empty, *_like, new_*, fill, bernoulli, arange: a fresh tensor */
+  [MB_G_FACTORY]        = {"(factory)", MB_GF_NONDIFF, {0}, 0, 0, 0, 0, 0},
+  /* aten.scaled_dot_product_attention with its arguments in order (q, k, v, attn_mask): the
+   * fused kernels keep all four, the output and an fp32 logsumexp */
+  [MB_G_SDPA]           = {"_scaled_dot_product_efficient_attention", MB_GF_CUBLAS, {Y, Y, Y, Y}, 1, 0, MB_STATS_LSE, LOW, 0},
+  /* masked_fill(self, mask, value): keeps the mask */
+  [MB_G_MASKED_FILL]    = {"masked_fill", PW, {0, Y}, 0, 0, 0, 0, 0},
+  /* SDPA's math path transposes k as Reshape(merge) Transpose Reshape(split) in ONNX */
+  [MB_G_TRANSPOSE_LAST2]= {"transpose", MB_GF_VIEW | MB_GF_GRAD_VIEW | MB_GF_TRANSPOSE, {0}, 0, 0, 0, 0, 0},
+  [MB_G_FUSED_GELU]     = {"gelu", PW, {Y}, 0, 0, 0, 0, 0},
+  [MB_G_FUSED_SILU]     = {"silu", PW, {Y}, 0, 0, 0, 0, 0},
   [MB_G_FUSED_LAYERNORM]= {"native_layer_norm", 0, {Y}, 0, 0, MB_STATS_ROWS2, FP32, 0},
   [MB_G_FUSED_RMSNORM]  = {"_fused_rms_norm", 0, {Y}, 0, 0, MB_STATS_ROWS1, FP32, 0},
   [MB_G_FUSED_GROUPNORM]= {"native_group_norm", 0, {Y}, 0, 0, MB_STATS_GROUPS2, FP32, 0},

@@ -38,10 +38,12 @@ enum mb_amp { MB_AMP_KEEP = 0, MB_AMP_LOW, MB_AMP_FP32, MB_AMP_PROMOTE };
 #define MB_GF_RESHAPE 0x20u   /* a permuted (non-contiguous) input is copied, not viewed */
 #define MB_GF_TRANSPOSE 0x40u /* output 0 is a permuted view */
 #define MB_GF_MATMUL 0x80u    /* operands whose batch dims cannot merge are copied (at::matmul) */
+#define MB_GF_POINTWISE 0x100u /* elementwise: the output takes the memory layout of its first
+                                * full-size input (TensorIterator), a permutation included */
 
 typedef struct mb_grad_rule {
   const char *torch;   /* the op autograd records, for traces */
-  uint8_t flags;
+  uint16_t flags;
   uint8_t save_in[4];  /* MB_SAVE_* for inputs 0..3 (others: not saved) */
   uint8_t save_out;    /* bitmask of outputs kept */
   uint8_t grad_same;   /* bitmask of inputs that, shaped like the output, get its grad itself */
@@ -61,6 +63,8 @@ typedef enum mb_grad_id {
   MB_G_GROUPNORM, MB_G_RMSNORM, MB_G_DROPOUT, MB_G_GATHER, MB_G_GATHER_ELEMENTS, MB_G_INDEX1,
   MB_G_REDUCE_SUM, MB_G_REDUCE_MEAN, MB_G_REDUCE_XY, MB_G_REDUCE_X, MB_G_SOFTMAX, MB_G_RESIZE,
   MB_G_PAD, MB_G_CUMSUM, MB_G_TOPK, MB_G_RNN, MB_G_ATTENTION,
+  /* aten ops of torch 2.x exports whose ONNX form means something else (passes/aten.c) */
+  MB_G_COPY, MB_G_CONTIGUOUS, MB_G_FACTORY, MB_G_SDPA, MB_G_MASKED_FILL, MB_G_TRANSPOSE_LAST2,
   /* fused patterns (passes/fuse.c) */
   MB_G_FUSED_GELU, MB_G_FUSED_SILU, MB_G_FUSED_LAYERNORM, MB_G_FUSED_RMSNORM,
   MB_G_FUSED_GROUPNORM, MB_G_FUSED_LINEAR, MB_G_FUSED_ATTENTION,

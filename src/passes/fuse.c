@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "onnx/dtype.h"
+#include "onnx/origin.h"
+#include "passes/aten.h"
 
 typedef struct matcher {
   const mb_graph *g;
@@ -16,6 +18,7 @@ typedef struct matcher {
   int32_t *group_of;
   mb_fused *groups;
   int32_t n_groups, cap;
+  const mb_fuse_options *opt;
 } matcher;
 
 static bool is(const mb_node *n, const char *op) { return !strcmp(n->op_type, op) && !n->domain[0]; }
@@ -258,9 +261,146 @@ static void match_island(matcher *m, int32_t x, int32_t start) {
   commit(m, &f, members, n);
 }
 
-int mb_fuse(const mb_graph *g, const mb_tinfo *t, bool fuse_attention, mb_arena *a, mb_fusion *out) {
+/* ---- torch 2.x: the ONNX nodes of one FX node run as that aten op ---- */
+
+static bool is_constant_node(const mb_graph *g, int32_t v) {
+  if (v < 0 || g->values[v].kind != MB_VALUE_NODE_OUTPUT) return false;
+  return is(&g->nodes[g->values[v].producer], "Constant");
+}
+
+/* Order f->in by the FX call's arguments (the autograd rule's input positions are the aten
+ * op's); inputs the arguments do not name keep their order after those that are. */
+static void order_by_args(const mb_graph *g, const char *args, mb_fused *f) {
+  int32_t ordered[MB_FUSED_MAX_IN], n = 0;
+  bool used[MB_FUSED_MAX_IN] = {false};
+  const char *p = args, *tok;
+  size_t len;
+  while (mb_fx_next_arg(&p, &tok, &len))
+    for (int32_t i = 0; i < f->n_in; i++)
+      if (!used[i] && mb_fx_names(tok, len, g->values[f->in[i]].name)) {
+        used[i] = true;
+        ordered[n++] = f->in[i];
+        break;
+      }
+  for (int32_t i = 0; i < f->n_in; i++)
+    if (!used[i]) ordered[n++] = f->in[i];
+  memcpy(f->in, ordered, (size_t)n * sizeof *ordered);
+}
+
+/* SDPA's math path, as the exporter writes it (softmax, then IsNaN and Where: _safe_softmax),
+ * runs node by node; the safe softmax is one op that keeps its result. */
+static void fuse_safe_softmax(matcher *m, int32_t first, int32_t end) {
+  const mb_graph *g = m->g;
+  for (int32_t k = first; k < end; k++) {
+    if (!is(&g->nodes[k], "Softmax")) continue;
+    int32_t y = g->nodes[k].outputs[0], nan = -1, where = -1;
+    for (int32_t j = k + 1; j < end; j++) {
+      const mb_node *x = &g->nodes[j];
+      if (is(x, "IsNaN") && x->inputs[0] == y) nan = j;
+      if (is(x, "Where") && nan >= 0 && x->inputs[0] == g->nodes[nan].outputs[0] && x->inputs[2] == y) where = j;
+    }
+    if (where < 0) continue;
+    mb_fused f = {.kind = MB_G_SOFTMAX, .last = where, .out = g->nodes[where].outputs[0], .stats_ref = -1};
+    add_input(&f, g->nodes[k].inputs[0]);
+    int32_t members[3] = {k, nan, where};
+    commit(m, &f, members, 3);
+  }
+}
+
+/* ... and transposes k as Reshape([-1, L, D]) Transpose([0, 2, 1]) Reshape([.., D, L]): one
+ * transpose(-2, -1), a view. */
+static void fuse_key_transpose(matcher *m, int32_t first, int32_t end) {
+  const mb_graph *g = m->g;
+  for (int32_t k = first; k + 2 < end; k++) {
+    const mb_node *r1 = &g->nodes[k];
+    if (!is(r1, "Reshape") || m->group_of[k] >= 0) continue;
+    int32_t t = sole_consumer(m, r1->outputs[0]);
+    if (t < 0 || !is(&g->nodes[t], "Transpose")) continue;
+    int32_t r2 = sole_consumer(m, g->nodes[t].outputs[0]);
+    if (r2 < 0 || !is(&g->nodes[r2], "Reshape")) continue;
+    const mb_tinfo *x = &m->t[r1->inputs[0]], *y = &m->t[g->nodes[r2].outputs[0]];
+    if (x->rank < 2 || y->rank != x->rank) continue;
+    bool swapped = x->dims[x->rank - 1] == y->dims[y->rank - 2] && x->dims[x->rank - 2] == y->dims[y->rank - 1];
+    for (int32_t i = 0; i + 2 < x->rank; i++) swapped &= x->dims[i] == y->dims[i];
+    if (!swapped) continue;
+    mb_fused f = {.kind = MB_G_TRANSPOSE_LAST2, .last = r2, .out = g->nodes[r2].outputs[0], .stats_ref = -1};
+    add_input(&f, r1->inputs[0]);
+    int32_t members[3] = {k, t, r2};
+    commit(m, &f, members, 3);
+  }
+}
+
+/* Nodes [first, end) came from one FX node. */
+static void fuse_fx_run(matcher *m, int32_t first, int32_t end) {
+  const mb_graph *g = m->g;
+  const mb_origin *o = &g->nodes[first].origin;
+  const mb_aten_rule *rule = mb_aten_rule_of(o->aten);
+  if (!rule) return;
+  if (rule->grad == MB_G_SDPA) {
+    double dropout = 0;
+    mb_fx_literal(o, 4, "dropout_p", &dropout);
+    if (!m->opt->fuse_attention || (m->opt->cpu && dropout > 0)) { /* the math path */
+      fuse_safe_softmax(m, first, end);
+      fuse_key_transpose(m, first, end);
+      return;
+    }
+  }
+  int32_t members[64], n = 0;
+  for (int32_t k = first; k < end; k++) {
+    if (is(&g->nodes[k], "Constant")) continue; /* constants are shared with other FX nodes */
+    if (n == 64 || m->group_of[k] >= 0) return;
+    members[n++] = k;
+  }
+  if (n == 0 || (n == 1 && !rule->single)) return;
+  mb_fused f = {.kind = rule->grad, .last = members[n - 1], .out = -1, .stats_ref = -1};
+  if (f.kind == MB_G_COPY && o->kwargs && strstr(o->kwargs, "contiguous_format")) f.kind = MB_G_CONTIGUOUS;
+  for (int32_t i = 0; i < n; i++) {
+    const mb_node *x = &g->nodes[members[i]];
+    for (int32_t j = 0; j < x->n_inputs; j++) {
+      int32_t v = x->inputs[j];
+      if (v < 0 || is_constant_node(g, v)) continue;
+      int32_t pn = g->values[v].kind == MB_VALUE_NODE_OUTPUT ? g->values[v].producer : -1;
+      if (pn < first || pn >= end) add_input(&f, v);
+    }
+    for (int32_t j = 0; j < x->n_outputs; j++) { /* exactly one value may leave the group */
+      int32_t v = x->outputs[j];
+      if (v < 0) continue;
+      int32_t inside = 0;
+      for (int32_t u = m->first_use[v]; u < m->first_use[v + 1]; u++)
+        inside += m->uses[u] >= first && m->uses[u] < end;
+      bool leaves = inside < g->values[v].num_uses;
+      for (int32_t q = 0; q < g->n_outputs; q++) leaves |= g->outputs[q] == v;
+      if (!leaves) continue;
+      if (f.out >= 0) return;
+      f.out = v;
+    }
+  }
+  if (f.out < 0) return;
+  order_by_args(g, o->args, &f);
+  commit(m, &f, members, n);
+}
+
+static bool has_fx(const mb_graph *g) {
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    if (g->nodes[k].origin.fx) return true;
+  return false;
+}
+
+static void fuse_fx(matcher *m) {
+  const mb_graph *g = m->g;
+  for (int32_t k = 0; k < g->n_nodes;) {
+    const char *fx = g->nodes[k].origin.fx;
+    int32_t end = k + 1;
+    while (fx && end < g->n_nodes && g->nodes[end].origin.fx == fx) end++;
+    if (fx) fuse_fx_run(m, k, end);
+    k = end;
+  }
+}
+
+int mb_fuse(const mb_graph *g, const mb_tinfo *t, const mb_fuse_options *opt, mb_arena *a, mb_fusion *out) {
+  bool fuse_attention = opt->fuse_attention;
   memset(out, 0, sizeof *out);
-  matcher m = {.g = g, .t = t};
+  matcher m = {.g = g, .t = t, .opt = opt};
   m.first_use = mb_arena_array(a, (size_t)g->n_values + 2, sizeof(int32_t));
   m.group_of = mb_arena_array(a, (size_t)g->n_nodes + 1, sizeof(int32_t));
   m.cap = g->n_nodes + 1;
@@ -283,6 +423,14 @@ int mb_fuse(const mb_graph *g, const mb_tinfo *t, bool fuse_attention, mb_arena 
       int32_t v = g->nodes[k].inputs[i];
       if (v >= 0) m.uses[fill[v]++] = k;
     }
+  }
+  if (has_fx(g)) { /* the recorded aten ops say what PyTorch ran: no pattern guessing */
+    fuse_fx(&m);
+    out->group_of = m.group_of;
+    out->groups = m.groups;
+    out->n_groups = m.n_groups;
+    mb_uses u = {m.first_use, m.uses};
+    return opt->transformers_eager ? mb_eager_transformers(g, t, &u, out, a) : MB_OK;
   }
   if (fuse_attention)
     for (int32_t k = 0; k < g->n_nodes; k++)

@@ -26,11 +26,31 @@ typedef struct mb_fusion {
   int32_t *group_of;   /* per node of the main graph: index into groups, or -1 */
   mb_fused *groups;
   int32_t n_groups;
+  bool *dead;          /* per node: exported, but not run in eager PyTorch (passes/eager.c) */
 } mb_fusion;
 
-/* Find the patterns in the main graph. t: inferred shapes (for scalar checks). Attention is
- * fused only when fuse_attention (the eager kernel materialises the scores, so it stays as
- * the exported nodes). Memory from the arena. */
-int mb_fuse(const mb_graph *g, const mb_tinfo *t, bool fuse_attention, mb_arena *a,
+typedef struct mb_fuse_options {
+  bool fuse_attention;     /* the eager kernel materialises the scores: attention stays as
+                            * the exported nodes when false */
+  bool transformers_eager; /* charge what eager transformers runs where its code takes another
+                            * path under export (passes/eager.c) */
+  bool cpu;                /* PyTorch's CPU kernels: SDPA with dropout runs the math path */
+} mb_fuse_options;
+
+/* Consumers of each value of a graph, in node order: uses[first[v] .. first[v + 1]). */
+typedef struct mb_uses {
+  int32_t *first;
+  int32_t *uses;
+} mb_uses;
+
+/* Find the patterns in the main graph. t: inferred shapes (for scalar checks). Memory from
+ * the arena. */
+int mb_fuse(const mb_graph *g, const mb_tinfo *t, const mb_fuse_options *opt, mb_arena *a,
             mb_fusion *out);
+
+/* eager.c: Hugging Face transformers build a causal mask and repeat GQA keys and values only
+ * when exported; rewrite those SDPA groups to what eager training runs and mark the nodes
+ * that then compute nothing eager needs as dead. */
+int mb_eager_transformers(const mb_graph *g, const mb_tinfo *t, const mb_uses *u, mb_fusion *f,
+                          mb_arena *a);
 #endif

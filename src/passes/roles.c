@@ -1,9 +1,12 @@
 #include "passes/roles.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "onnx/dtype.h"
+#include "onnx/origin.h"
+#include "util/strmap.h"
 
 /* What an input position of an op means for a constant tensor that feeds it:
  *   'W' a weight (Conv/Gemm/MatMul operands, normalisation scale and bias)
@@ -200,24 +203,88 @@ static void mark_dynamic(mb_graph *g, bool *dynamic) {
   }
 }
 
+/* torch 2.x exports say what each initializer is: FX arguments name a parameter p_<name>, a
+ * buffer b_<name>, a lifted tensor constant c_<name> (onnx/origin.h). kind[i] gets 'p', 'b' or
+ * 'c' for initializer i of g, 0 where no FX argument names it. */
+static bool placeholder_kinds(const mb_graph *g, char *kind) {
+  memset(kind, 0, (size_t)g->n_inits + 1);
+  bool any = false;
+  for (int32_t k = 0; k < g->n_nodes && !any; k++) any = g->nodes[k].origin.args != NULL;
+  if (!any) return true;
+  /* mangled initializer name -> index */
+  mb_strmap map;
+  char *names = NULL;
+  size_t total = 1;
+  for (int32_t i = 0; i < g->n_inits; i++) total += strlen(g->inits[i].name) + 1;
+  if (mb_strmap_init(&map, (size_t)g->n_inits) != 0 || !(names = malloc(total))) {
+    mb_strmap_free(&map);
+    return false;
+  }
+  char *w = names;
+  for (int32_t i = 0; i < g->n_inits; i++) {
+    const char *src = g->inits[i].name;
+    char *dst = w;
+    for (; *src; src++) *w++ = isalnum((unsigned char)*src) ? *src : '_';
+    *w++ = '\0';
+    if (mb_strmap_put(&map, dst, i, NULL) < 0) {
+      mb_strmap_free(&map);
+      free(names);
+      return false;
+    }
+  }
+  const char *last = NULL;
+  char tok[512];
+  for (int32_t k = 0; k < g->n_nodes; k++) {
+    const char *p = g->nodes[k].origin.args, *t;
+    size_t len;
+    if (!p || p == last) continue; /* nodes of one FX node share the string */
+    last = p;
+    while (mb_fx_next_arg(&p, &t, &len)) {
+      if (len < 3 || len >= sizeof tok || t[1] != '_' || !strchr("pbc", t[0])) continue;
+      memcpy(tok, t + 2, len - 2);
+      tok[len - 2] = '\0';
+      int32_t i = mb_strmap_get(&map, tok);
+      if (i >= 0 && mb_fx_names(t, len, g->inits[i].name)) kind[i] = t[0];
+    }
+  }
+  mb_strmap_free(&map);
+  free(names);
+  return true;
+}
+
+/* What the export says wins over what the graph's shape suggests: a buffer that feeds a
+ * weight position (a rotary embedding's inv_freq) does not train. */
+static int32_t apply_placeholder(int32_t role, char kind, const mb_const_tensor *t) {
+  switch (kind) {
+    case 'b': case 'c': return role == MB_ROLE_CONSTANT ? role : MB_ROLE_BUFFER;
+    case 'p': return role == MB_ROLE_EMBEDDING || !mb_dtype_is_float(t->dtype) ? role : MB_ROLE_PARAMETER;
+    default: return role;
+  }
+}
+
 int mb_roles_derive(struct mb_model *m, mb_diag *d) {
   mb_graph *current = NULL;
   role_ctx c = {0};
+  char *kind = NULL;
   int rc = MB_OK;
   for (int32_t i = 0; i < m->n_all_inits; i++) {
     mb_init_ref *r = &m->all_inits[i];
     if (r->graph != current) {
       free_ctx(&c);
+      free(kind);
       current = r->graph;
-      if (!init_ctx(&c, current)) {
+      kind = malloc((size_t)current->n_inits + 1);
+      if (!kind || !init_ctx(&c, current) || !placeholder_kinds(current, kind)) {
         rc = mb_fail(d, MB_E_NOMEM, "out of memory");
         break;
       }
       mark_dynamic(current, c.dynamic);
     }
     unsigned uses = r->value >= 0 ? collect_uses(&c, r->value) : 0;
-    r->role = decide(&r->graph->inits[r->index], uses);
+    const mb_const_tensor *t = &r->graph->inits[r->index];
+    r->role = apply_placeholder(decide(t, uses), kind[r->index], t);
   }
   free_ctx(&c);
+  free(kind);
   return rc;
 }

@@ -47,6 +47,7 @@ typedef struct mb_model_state {
   bool *host;             /* per value: a host value in PyTorch (shapes, Python scalars) */
   bool *trainable_init;   /* per value: an initializer that trains */
   const int32_t **perm;   /* per value: a permuted view's dims order, or NULL */
+  bool *bcast;            /* per value: a view with broadcast (stride-0) dims from an Expand */
   int8_t *narrow;         /* per value: the axis a slice narrowed (its outer dims no longer
                            * merge with it), or -1; only for unpermuted views */
   mb_lnode *ln;

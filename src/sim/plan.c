@@ -114,25 +114,41 @@ static bool moves_data(const int32_t *perm, const int64_t *dims, int32_t rank) {
   return false;
 }
 
-static const int32_t *compose_perm(mb_builder *b, const mb_model_state *ms, const mb_node *n) {
-  int32_t x = n->inputs[0];
-  int32_t rank = ms->t[x].rank;
+/* The layout of transposing x into y: x's permutation composed with the transpose's (the
+ * node's perm attribute; swap_last2 for a transpose(-2, -1) the exporter wrote as
+ * Reshape-Transpose-Reshape). NULL when the result is laid out contiguously. */
+static const int32_t *compose_perm(mb_builder *b, const mb_model_state *ms, const mb_node *n, int32_t x,
+                                   int32_t y, bool swap_last2) {
+  int32_t rank = x >= 0 ? ms->t[x].rank : -1;
   if (rank <= 0 || rank > 16) return NULL;
   int32_t *p = mb_arena_array(&b->a, (size_t)rank, sizeof(int32_t));
   if (!p) return NULL;
   const mb_attr *at = NULL;
-  for (int32_t i = 0; i < n->n_attrs; i++)
+  for (int32_t i = 0; i < n->n_attrs && !swap_last2; i++)
     if (!strcmp(n->attrs[i].name, "perm")) at = &n->attrs[i];
   bool identity = true;
   for (int32_t i = 0; i < rank; i++) {
-    int64_t q = at && at->n_ints == (uint64_t)rank ? at->ints[i] : rank - 1 - i;
+    int64_t q = swap_last2 ? (i < rank - 2 ? i : 2 * rank - 3 - i)
+              : at && at->n_ints == (uint64_t)rank ? at->ints[i] : rank - 1 - i;
     if (q < 0 || q >= rank) return NULL;
     p[i] = ms->perm[x] ? ms->perm[x][q] : (int32_t)q;
     identity &= p[i] == i;
   }
-  int32_t y = n->outputs[0];
   if (!identity && y >= 0 && ms->t[y].rank == rank && !moves_data(p, ms->t[y].dims, rank)) identity = true;
   return identity ? NULL : p;
+}
+
+/* TensorIterator lays an elementwise result out like its first input of the result's shape
+ * (a broadcast input does not decide): q * cos of a transposed q is transposed too. */
+static const int32_t *pointwise_layout(const mb_model_state *ms, const mb_lnode *ln, int32_t o) {
+  const mb_tinfo *y = &ms->t[o];
+  for (int32_t i = 0; i < ln->n_in; i++) {
+    int32_t v = ln->in[i];
+    if (v < 0 || ms->host[v] || ms->t[v].rank != y->rank) continue;
+    if (memcmp(ms->t[v].dims, y->dims, (size_t)y->rank * sizeof *y->dims)) continue;
+    return ms->perm[v];
+  }
+  return NULL;
 }
 
 /* at::matmul folds leading dims with reshape(); it copies when they cannot merge. */
@@ -372,7 +388,11 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
 
   /* outputs */
   bool view = (r->flags & MB_GF_VIEW) != 0;
-  bool reshape_copy = (r->flags & MB_GF_RESHAPE) && ln->in[0] >= 0 && ms->perm[ln->in[0]];
+  bool reshape_copy = (r->flags & MB_GF_RESHAPE) && ln->in[0] >= 0 && (ms->perm[ln->in[0]] || ms->bcast[ln->in[0]]);
+  bool same_shape = ln->in[0] >= 0 && ln->out[0] >= 0 && ms->t[ln->in[0]].rank == ms->t[ln->out[0]].rank &&
+                    !memcmp(ms->t[ln->in[0]].dims, ms->t[ln->out[0]].dims,
+                            (size_t)ms->t[ln->out[0]].rank * sizeof(int64_t));
+  if (same_shape && ln->rule != MB_G_CONTIGUOUS) reshape_copy = false; /* a reshape to its own shape */
   int8_t out_narrow = NARROW_NONE;
   if (view && ln->in[0] >= 0 && ln->out[0] >= 0 && !ms->perm[ln->in[0]]) {
     const mb_tinfo *x = &ms->t[ln->in[0]], *y = &ms->t[ln->out[0]];
@@ -391,6 +411,9 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
       out_narrow = k; /* identity-like views keep the layout */
     }
   }
+  /* .contiguous(): a copy exactly when the input is not laid out contiguously */
+  if (ln->rule == MB_G_CONTIGUOUS && ln->in[0] >= 0)
+    reshape_copy = ms->perm[ln->in[0]] || ms->narrow[ln->in[0]] != NARROW_NONE || ms->bcast[ln->in[0]];
   if (is_op(n, "Cast") || is_op(n, "CastLike")) {
     int32_t to = ln->out[0] >= 0 ? device_dtype(b, ms->t[ln->out[0]].dtype) : 0;
     if (b->pure && to == MB_DTYPE_FLOAT) to = b->low;
@@ -413,8 +436,12 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
       ms->slot_of[o] = ln->in_slot[0];
       ms->rt[o] = ln->in[0] >= 0 ? ms->rt[ln->in[0]] : ms->rt[o];
       if (is_op(n, "Split") || j == 0) ms->narrow[o] = out_narrow;
-      if (j == 0 && (r->flags & MB_GF_TRANSPOSE)) ms->perm[o] = compose_perm(b, ms, n);
-      else if (j == 0 && !(r->flags & MB_GF_RESHAPE) && ln->in[0] >= 0) ms->perm[o] = ms->perm[ln->in[0]];
+      if (j == 0 && ln->in[0] >= 0)
+        ms->bcast[o] = ms->bcast[ln->in[0]] ||
+                       (ln->rule == MB_G_EXPAND && plan_numel(ms, o) > plan_numel(ms, ln->in[0]));
+      if (j == 0 && (r->flags & MB_GF_TRANSPOSE))
+        ms->perm[o] = compose_perm(b, ms, n, ln->in[0], o, ln->rule == MB_G_TRANSPOSE_LAST2);
+      else if (j == 0 && (!(r->flags & MB_GF_RESHAPE) || same_shape) && ln->in[0] >= 0) ms->perm[o] = ms->perm[ln->in[0]];
     } else if ((r->flags & MB_GF_BN) && j >= 1 && j + 2 < ln->n_in && ln->in[j + 2] >= 0) {
       ms->slot_of[o] = ms->slot_of[ln->in[j + 2]]; /* running stats updated in place */
       ms->rg[o] = false;
@@ -425,9 +452,13 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
       if (sl < 0) return b->d->status;
       ms->slot_of[o] = sl;
       ln->out_new[j] = true;
-      /* SDPA kernels write [B,L,H,D] and return it transposed: transpose(1,2) after is a view */
+      if (j == 0 && (r->flags & MB_GF_POINTWISE)) ms->perm[o] = pointwise_layout(ms, ln, o);
+      /* CUDA's SDPA kernels write [B,L,H,D] and return it transposed: transpose(1,2) after is a
+       * view; the CPU kernels write the query's layout */
+      if (j == 0 && b->tr->cpu && ln->rule == MB_G_SDPA && ln->in[0] >= 0) ms->perm[o] = ms->perm[ln->in[0]];
       static const int32_t sdpa_layout[4] = {0, 2, 1, 3};
-      if (j == 0 && (ln->rule == MB_G_FUSED_ATTENTION || ln->rule == MB_G_ATTENTION) && ms->t[o].rank == 4 &&
+      if (j == 0 && !b->tr->cpu &&
+          (ln->rule == MB_G_FUSED_ATTENTION || ln->rule == MB_G_ATTENTION || ln->rule == MB_G_SDPA) && ms->t[o].rank == 4 &&
           moves_data(sdpa_layout, ms->t[o].dims, 4))
         ms->perm[o] = sdpa_layout;
     }
@@ -517,17 +548,22 @@ int mb_build_lnodes(mb_builder *b, int model) {
   ms->trainable_init = mb_arena_array(&b->a, nv, sizeof(bool));
   ms->perm = mb_arena_array(&b->a, nv, sizeof(int32_t *));
   ms->narrow = mb_arena_array(&b->a, nv, sizeof(int8_t));
+  ms->bcast = mb_arena_array(&b->a, nv, sizeof(bool));
   ms->ln = mb_arena_array(&b->a, (size_t)g->n_nodes + 1, sizeof(mb_lnode));
   wcache *wc = ms->wc = mb_arena_array(&b->a, (size_t)g->n_inits + 1, sizeof(wcache));
-  if (!ms->slot_of || !ms->rt || !ms->rg || !ms->host || !ms->trainable_init || !ms->perm || !ms->narrow || !ms->ln || !wc)
+  if (!ms->slot_of || !ms->rt || !ms->rg || !ms->host || !ms->trainable_init || !ms->perm || !ms->narrow ||
+      !ms->bcast || !ms->ln || !wc)
     return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   memset(ms->narrow, -1, nv);
-  if (mb_fuse(g, ms->t, !b->tr->eager_attention, &b->a, &ms->fusion) != MB_OK)
+  mb_fuse_options fo = {.fuse_attention = !b->tr->eager_attention,
+                        .transformers_eager = !b->tr->transformers_as_exported, .cpu = b->tr->cpu};
+  if (mb_fuse(g, ms->t, &fo, &b->a, &ms->fusion) != MB_OK)
     return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   if (bind_leaves(b, model) != MB_OK) return b->d->status;
   for (int32_t k = 0; k < g->n_nodes; k++) {
     const mb_node *n = &g->nodes[k];
     int32_t gi = ms->fusion.group_of[k];
+    if (ms->fusion.dead && ms->fusion.dead[k]) continue;
     mb_lnode *ln = &ms->ln[ms->n_ln];
     memset(ln, 0, sizeof *ln);
     ln->node = k;
@@ -543,7 +579,8 @@ int mb_build_lnodes(mb_builder *b, int model) {
       ln->stats_ref = f->stats_ref;
     } else {
       ln->rule = refine_rule(ms, n, n->op ? n->op->grad : MB_G_DEFAULT);
-      ln->n_in = n->n_inputs;
+      /* CastLike's second input only names the dtype: not read, not kept, no gradient path */
+      ln->n_in = is_op(n, "CastLike") && n->n_inputs > 1 ? 1 : n->n_inputs;
       ln->in = n->inputs;
       ln->n_out = n->n_outputs;
       ln->out = n->outputs;

@@ -42,6 +42,7 @@ class NodeInfo:
     domain: str                       # "" for ai.onnx
     module: Optional[str]             # dotted module path ("layer1.0.conv1"), "" at the top level
     aten: Optional[str]               # the aten op a torch 2.x dynamo export translated it from
+    site: Optional[str] = None        # the Python function that ran it ("dir/file.py:function")
 
 
 @dataclass(frozen=True)
@@ -204,12 +205,13 @@ class Model:
         aten op it was translated from."""
         out = []
         with self._borrow() as m:
-            op, dom, name, module, aten = (ctypes.c_char_p() for _ in range(5))
+            op, dom, name, module, aten, site = (ctypes.c_char_p() for _ in range(6))
             for i in range(lib.mb_model_num_nodes(m)):
                 lib.mb_model_node(m, i, ctypes.byref(op), ctypes.byref(dom), ctypes.byref(name))
-                lib.mb_model_node_origin(m, i, ctypes.byref(module), ctypes.byref(aten))
+                lib.mb_model_node_origin(m, i, ctypes.byref(module), ctypes.byref(aten), ctypes.byref(site))
                 out.append(NodeInfo(_lib.text(name.value), _lib.text(op.value), _lib.text(dom.value),
-                                    _lib.optional_text(module.value), _lib.optional_text(aten.value)))
+                                    _lib.optional_text(module.value), _lib.optional_text(aten.value),
+                                    _lib.optional_text(site.value)))
         return tuple(out)
 
     # ------------------------------------------------------------ estimating
