@@ -25,6 +25,8 @@ typedef struct emitter {
   int32_t *pgrad;     /* student: per value, the .grad of a trainable initializer */
   int32_t *dup;       /* recompute: original slot -> recomputed slot (-1 none) */
   bool *reached_any;  /* per value: a gradient was delivered to this trainable weight */
+  bool *gview;        /* per value: the gradient held for it is a view (a linear weight's),
+                       * which the engine cannot add the next one into in place */
   const bool *reached;
   int32_t dup_n;
 } emitter;
@@ -199,25 +201,30 @@ static int recompute(emitter *e, segment *sg, int32_t id) {
 
 /* ---- backward ---- */
 
-/* A second gradient for the same tensor is summed into the first by the engine's input buffer:
- * in place (PyTorch 2), or, with grad_sum copy (1.13 and before), as old + new into a fresh
- * tensor before both are freed. The bytes are the same whichever of the three survives, so the
- * copy is a same-sized tensor that lives while both inputs do. */
+/* A second gradient for the same tensor is summed into the first by the engine's input buffer
+ * (torch/csrc/autograd/input_buffer.cpp): in place when the first is a dense tensor nothing
+ * else references, else as old + new into a fresh tensor before both are freed. PyTorch 1.13
+ * and before always did the latter (grad_sum copy). A linear weight's gradient is a view (the
+ * transpose of mm's result), so a tied LM head's gradient is summed out of place. The bytes are
+ * the same whichever of the three survives, so the copy is a same-sized tensor that lives while
+ * both inputs do. */
 static void sum_into_first(emitter *e, int32_t v, int32_t c, int32_t node) {
   int32_t sum = -1;
-  if (e->b->tr->grad_sum_copy) {
+  if (e->b->tr->grad_sum_copy || e->gview[v]) {
     sum = fresh(e, 0, MB_SZ_VALUE, slot(e, c)->category, v, slot(e, c)->dtype, "gradient sum (out of place)");
     if (sum >= 0) ev(e, 1, 0, sum, node);
   }
+  e->gview[v] = false; /* the sum, or the first summed in place, is a plain tensor */
   release(e, 0, c, node);
   release(e, 0, sum, node);
 }
 
-static void deliver(emitter *e, const mb_model_state *ms, int32_t v, int32_t c, int32_t node) {
+static void deliver(emitter *e, const mb_model_state *ms, int32_t v, int32_t c, bool view, int32_t node) {
   if (ms->trainable_init[v]) {
     e->reached_any[v] = true;
     if (e->pgrad[v] < 0) { /* AccumulateGrad steals the first gradient: it becomes .grad */
       e->pgrad[v] = c;
+      e->gview[v] = view;
       slot(e, c)->refs = MB_PERSISTENT;
       slot(e, c)->category = MB_CAT_GRADIENT;
     } else {
@@ -225,6 +232,7 @@ static void deliver(emitter *e, const mb_model_state *ms, int32_t v, int32_t c, 
     }
   } else if (e->gslot[v] < 0) {
     e->gslot[v] = c;
+    e->gview[v] = view;
   } else {
     sum_into_first(e, v, c, node);
   }
@@ -271,7 +279,9 @@ static int backward_node(emitter *e, const mb_lnode *ln) {
       ev(e, 1, 0, c, node);
       if (tmp >= 0) release(e, 0, tmp, node);
     }
-    deliver(e, ms, v, c, node);
+    /* linear's weight gradient is mm's result transposed back: a view */
+    bool view = (ln->rule == MB_G_FUSED_LINEAR && i == 1) || (alias && (r->flags & MB_GF_TRANSPOSE));
+    deliver(e, ms, v, c, view, node);
   }
   /* formula temporaries, alive together while the node runs */
   int32_t tmps[4], n_tmp = 0;
@@ -514,7 +524,8 @@ int mb_emit_step(mb_builder *b) {
   e.owned_first = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(int32_t));
   e.owned_n = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(int32_t));
   e.reached_any = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(bool));
-  if (!e.reached_any) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  e.gview = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(bool));
+  if (!e.reached_any || !e.gview) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   if (!e.gslot || !e.pgrad || !e.owned_first || !e.owned_n) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   for (int32_t v = 0; v < g->n_values; v++) e.gslot[v] = e.pgrad[v] = -1;
   loss_state ls = {0};

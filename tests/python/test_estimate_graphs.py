@@ -297,8 +297,10 @@ def tied_lm_step(b):
     s.alloc("wte.grad", WTE)             # contiguous [V,D] that AccumulateGrad steals as .grad
     s.free("h2", "g_logits")
     s.alloc("wpe.grad", WPE)             # add backward: h gets g_h2 itself, wpe a sum over batch
-    s.alloc("g_wte_embedding", WTE)      # embedding backward: a dense [V,D] grad, added into
-    s.free("g_wte_embedding")            # wte.grad in place
+    s.alloc("g_wte_embedding", WTE)      # embedding backward: a dense [V,D] grad
+    s.alloc("wte.grad sum", WTE)         # wte's first grad came through the transpose, a view: the
+    s.free("wte.grad", "g_wte_embedding")  # engine sums out of place (aten.add.Tensor, not add_,
+    #                                       seen in torch 2.15 for matmul(h, w.t()) and linear)
     s.free("g_h2")
     s.free("logits")
     s.enter("optimizer")
