@@ -99,6 +99,10 @@ typedef struct mb_origin {
   const char *site;         /* the innermost frame of its recorded stack trace ("llama/
                              * modeling_llama.py:forward"; the exporter records module forwards,
                              * not the library helpers they call) */
+  const char *scope;        /* the modules it runs in as a call chain, each named relative to
+                             * its caller, then the node: "/layer1/layer1.0/conv1/Conv" (the
+                             * TorchScript node name), "/model/layers.0/self_attn/linear_4"
+                             * (from dynamo's name_scopes); NULL when unknown */
   const char *cls;          /* the class of its module ("transformers.models.llama.modeling_
                              * llama.LlamaAttention"), NULL when the export does not say */
 } mb_origin;

@@ -51,24 +51,24 @@ const char *mb_intern(mb_interner *in, const char *s, size_t len) {
 /* "/layer1/layer1.0/conv1/Conv": the components before the op name, joined with '.', where a
  * component that extends the previous one ("layer1" then "layer1.0": a Sequential's child)
  * replaces it instead of being appended. */
-bool mb_origin_module_of_name(const char *name, char *buf, size_t size) {
-  if (!name || name[0] != '/' || size == 0) return false;
-  const char *last = strrchr(name, '/');
-  size_t len = 0, prev_start = 0;
+bool mb_origin_module_of_scope(const char *scope, size_t len, char *buf, size_t size) {
+  if (!scope || scope[0] != '/' || size == 0) return false;
+  const char *last = scope + len;
+  size_t out = 0, prev_start = 0;
   buf[0] = '\0';
-  for (const char *p = name + 1; p < last;) {
+  for (const char *p = scope + 1; p < last;) {
     const char *end = memchr(p, '/', (size_t)(last - p));
     if (!end) end = last;
     size_t n = (size_t)(end - p);
     const char *prev = buf + prev_start;
-    size_t prev_len = len - prev_start;
-    bool extends = len > 0 && n > prev_len && !strncmp(p, prev, prev_len) && p[prev_len] == '.';
-    size_t at = extends ? prev_start : (len ? len + 1 : 0);
+    size_t prev_len = out - prev_start;
+    bool extends = out > 0 && n > prev_len && !strncmp(p, prev, prev_len) && p[prev_len] == '.';
+    size_t at = extends ? prev_start : (out ? out + 1 : 0);
     if (n && at + n + 1 < size) {
-      if (!extends && len) buf[len] = '.';
+      if (!extends && out) buf[out] = '.';
       memcpy(buf + at, p, n);
-      len = at + n;
-      buf[len] = '\0';
+      out = at + n;
+      buf[out] = '\0';
       prev_start = at;
     } else if (n) {
       return false; /* too long to be a module path we can use */
@@ -76,6 +76,11 @@ bool mb_origin_module_of_name(const char *name, char *buf, size_t size) {
     p = end + 1;
   }
   return true;
+}
+
+bool mb_origin_module_of_name(const char *name, char *buf, size_t size) {
+  if (!name || name[0] != '/') return false;
+  return mb_origin_module_of_scope(name, (size_t)(strrchr(name, '/') - name), buf, size);
 }
 
 /* ------------------------------------------------------------------ FX names */
@@ -164,31 +169,60 @@ bool mb_fx_literal(const mb_origin *o, int pos, const char *kw, double *value) {
 
 /* ------------------------------------------------------------------ dynamo metadata */
 
-/* The last two entries of a Python list of strings: "['', 'a', 'a.b', 'name']" gives module
- * "a.b" and fx "name". Quotes may be ' or " with backslash escapes. */
-static bool parse_scopes(const char *s, size_t len, char *module, char *fx) {
-  char item[MAX_PATH];
+/* The items of a Python list of strings ("['', 'a', 'a.b', 'name']"), quotes ' or " with
+ * backslash escapes: calls item(ctx, text, len) for each; false when malformed. */
+static bool each_item(const char *s, size_t len, bool (*item)(void *, const char *, size_t), void *ctx) {
+  char buf[MAX_PATH];
   const char *end = s + len;
-  module[0] = fx[0] = '\0';
-  int count = 0;
   for (const char *p = s; p < end; p++) {
     if (*p != '\'' && *p != '"') continue;
     char q = *p++;
     size_t n = 0;
     while (p < end && *p != q) {
       if (*p == '\\' && p + 1 < end) p++;
-      if (n + 1 < sizeof item) item[n++] = *p;
+      if (n + 1 < sizeof buf) buf[n++] = *p;
       p++;
     }
     if (p >= end) return false; /* unterminated */
-    item[n] = '\0';
-    memcpy(module, fx, strlen(fx) + 1);
-    memcpy(fx, item, n + 1);
-    count++;
+    buf[n] = '\0';
+    if (!item(ctx, buf, n)) return false;
   }
+  return true;
+}
+
+/* name_scopes: the called modules (full dotted paths) from the root, then the FX node. Kept:
+ * the innermost module, the FX node's name, and the call chain as a TorchScript-style scope
+ * "/model/layers.0/self_attn/<fx>" (each module named relative to its caller). */
+typedef struct scopes {
+  char prev[MAX_PATH], last[MAX_PATH]; /* the item before the last, the last */
+  char scope[MAX_PATH];
+  size_t scope_len;
+  bool overflow;
+} scopes;
+
+static bool add_scope_item(void *ctx, const char *item, size_t n) {
+  scopes *sc = ctx;
+  memcpy(sc->prev, sc->last, strlen(sc->last) + 1);
+  memcpy(sc->last, item, n + 1);
+  /* a module the previous item called: its path relative to the caller's */
+  const char *rel = item;
+  size_t pl = strlen(sc->prev);
+  if (pl && n > pl && !strncmp(item, sc->prev, pl) && item[pl] == '.') rel = item + pl + 1;
+  if (!n) return true; /* the root module */
+  size_t rl = strlen(rel);
+  if (sc->scope_len + rl + 2 >= sizeof sc->scope) {
+    sc->overflow = true;
+    return true;
+  }
+  sc->scope[sc->scope_len++] = '/';
+  memcpy(sc->scope + sc->scope_len, rel, rl + 1);
+  sc->scope_len += rl;
+  return true;
+}
+
+static bool is_placeholder_scope(const char *m) {
   /* torch.export marks nodes outside any module with this placeholder scope */
-  if (strlen(module) >= 22 && !memcmp(module, "_empty_nn_module_stack", 22)) module[0] = 0;
-  return count >= 1;
+  return strlen(m) >= 22 && !memcmp(m, "_empty_nn_module_stack", 22);
 }
 
 /* "%name : [...] = call_function[target=torch.ops.aten.x.default](args = (...), kwargs = {...})" */
@@ -303,15 +337,19 @@ static bool key_is(const entry *e, const char *k) {
 static int use_entry(const entry *e, mb_node *n, mb_interner *in) {
   if (!e->value) return MB_OK;
   if (key_is(e, "pkg.torch.onnx.class_hierarchy")) {
-    char cls[MAX_PATH], last[MAX_PATH];
-    if (parse_scopes(e->value, e->value_len, cls, last) &&
-        !(n->origin.cls = mb_intern(in, cls, strlen(cls))))
+    scopes sc = {0};
+    if (each_item(e->value, e->value_len, add_scope_item, &sc) &&
+        !(n->origin.cls = mb_intern(in, sc.prev, strlen(sc.prev))))
       return MB_E_NOMEM;
   } else if (key_is(e, "pkg.torch.onnx.name_scopes")) {
-    char module[MAX_PATH], fx[MAX_PATH];
-    if (!parse_scopes(e->value, e->value_len, module, fx)) return MB_OK;
+    scopes sc = {0};
+    if (!each_item(e->value, e->value_len, add_scope_item, &sc) || !sc.last[0]) return MB_OK;
+    const char *module = is_placeholder_scope(sc.prev) ? "" : sc.prev;
     if (!(n->origin.module = mb_intern(in, module, strlen(module)))) return MB_E_NOMEM;
-    if (!n->origin.fx && !(n->origin.fx = mb_intern(in, fx, strlen(fx)))) return MB_E_NOMEM;
+    if (!n->origin.fx && !(n->origin.fx = mb_intern(in, sc.last, strlen(sc.last)))) return MB_E_NOMEM;
+    if (!sc.overflow && !is_placeholder_scope(sc.prev) &&
+        !(n->origin.scope = mb_intern(in, sc.scope, sc.scope_len)))
+      return MB_E_NOMEM;
   } else if (key_is(e, "pkg.torch.onnx.stack_trace")) {
     return parse_site(e->value, e->value_len, n, in);
   } else if (key_is(e, "pkg.torch.onnx.fx_node")) {
@@ -352,6 +390,7 @@ int mb_origin_read(const Onnx__NodeProto *pn, mb_node *n, mb_interner *in) {
   }
 #endif
   if (rc != MB_OK || n->origin.module) return rc;
+  if (n->name && n->name[0] == '/' && !(n->origin.scope = n->name)) return MB_E_NOMEM;
   char module[MAX_PATH];
   if (mb_origin_module_of_name(n->name, module, sizeof module) &&
       !(n->origin.module = mb_intern(in, module, strlen(module))))

@@ -48,4 +48,6 @@ bool mb_fx_literal(const mb_origin *o, int pos, const char *kw, double *value);
  * MatMul" -> "encoder.layer.0.attention.self.query") into buf; false when the name has no
  * scope. Exposed for tests. */
 bool mb_origin_module_of_name(const char *name, char *buf, size_t size);
+/* The same for the first len bytes of a scope (mb_origin.scope), cut at a '/'. */
+bool mb_origin_module_of_scope(const char *scope, size_t len, char *buf, size_t size);
 #endif

@@ -8,6 +8,7 @@
 
 #include "shape/infer.h"
 #include "onnx/dtype.h"
+#include "onnx/origin.h"
 #include "sim/build.h"
 #include "util/glob.h"
 
@@ -498,19 +499,23 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
   return MB_OK;
 }
 
-/* Activation checkpointing: a node belongs to the segment named by the shortest prefix of its
- * module path (the node name up to a '/') that a checkpoint glob matches. */
-static int segment_key(const mb_builder *b, const char *name, char *key, size_t size) {
-  if (!name || !b->tr->n_checkpoint) return 0;
-  size_t len = strlen(name);
-  for (size_t i = 1; i <= len && i < size; i++) {
-    if (name[i] != '/' && name[i] != '\0') continue;
-    memcpy(key, name, i);
+/* Activation checkpointing: a node belongs to the segment of the outermost module it runs in
+ * that a checkpoint glob names. A glob names a module by its PyTorch path ("model.layers.*",
+ * "encoder.layer.3") or, starting with '/', by the scope form of TorchScript node names
+ * ("/layers.*"). key receives the module's scope prefix. */
+static int segment_key(const mb_builder *b, const char *scope, char *key, size_t size) {
+  if (!scope || scope[0] != '/' || !b->tr->n_checkpoint) return 0;
+  size_t end = (size_t)(strrchr(scope, '/') - scope);
+  for (size_t i = 1; i <= end && i < size; i++) {
+    if (scope[i] != '/') continue;
+    memcpy(key, scope, i);
     key[i] = '\0';
-    const char *bare = key[0] == '/' ? key + 1 : key;
-    for (size_t k = 0; k < b->tr->n_checkpoint; k++)
-      if (mb_glob_match(b->tr->checkpoint[k], key) || mb_glob_match(b->tr->checkpoint[k], bare)) return 1;
-    if (name[i] == '\0') break;
+    char dotted[512];
+    bool have_dotted = mb_origin_module_of_scope(scope, i, dotted, sizeof dotted);
+    for (size_t k = 0; k < b->tr->n_checkpoint; k++) {
+      const char *glob = b->tr->checkpoint[k];
+      if (glob[0] == '/' ? mb_glob_match(glob, key) : have_dotted && mb_glob_match(glob, dotted)) return 1;
+    }
   }
   return 0;
 }
@@ -521,7 +526,7 @@ static void assign_segments(mb_builder *b, mb_model_state *ms) {
   for (int32_t i = 0; i < ms->n_ln; i++) {
     mb_lnode *ln = &ms->ln[i];
     ln->segment = -1;
-    if (segment_key(b, ms->g->nodes[ln->node].name, key, sizeof key)) {
+    if (segment_key(b, ms->g->nodes[ln->node].origin.scope, key, sizeof key)) {
       if (seg < 0 || strcmp(key, prev)) {
         seg = b->n_segments++;
         snprintf(prev, sizeof prev, "%s", key);

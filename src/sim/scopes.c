@@ -7,17 +7,18 @@
  * teacher) this is what decides the transient peak: ResNet's maxpool output stays alive
  * through all of layer1.
  *
- * Modules are the scopes of PyTorch's exported node names ("/layer1/layer1.0/conv1/Conv" runs
- * in /layer1/layer1.0/conv1). A value produced in scope P and read by a node in scope C enters
- * the module M: the common prefix of P and C plus C's next component. It is held until the
- * last node of M, which is contiguous in execution (and so in node) order. Graphs whose node
- * names are not scoped this way get no extension. */
+ * Modules are the call scopes of each node (mb_origin.scope: the TorchScript node name
+ * "/layer1/layer1.0/conv1/Conv" runs in /layer1/layer1.0/conv1; torch 2.x's name_scopes give
+ * the same chain). A value produced in scope P and read by a node in scope C enters the module
+ * M: the common prefix of P and C plus C's next component. It is held until the last node of
+ * M, which is contiguous in execution (and so in node) order. Graphs without scopes get no
+ * extension. */
 #include <string.h>
 
 #include "sim/build.h"
 
 static const char *lnode_name(const mb_model_state *ms, int32_t i) {
-  const char *n = ms->g->nodes[ms->ln[i].node].name;
+  const char *n = ms->g->nodes[ms->ln[i].node].origin.scope;
   return n && n[0] == '/' ? n : NULL;
 }
 
