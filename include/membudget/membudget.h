@@ -203,6 +203,23 @@ MB_API int mb_model_node(const mb_model *model, size_t i, const char **op_type,
 MB_API int mb_model_node_origin(const mb_model *model, size_t i, const char **module,
                                 const char **aten, const char **site);
 
+/* Signs that the graph was exported for inference, not training: estimating it as a training
+ * step would answer a different question (BatchNorm folded into Conv leaves no activations to
+ * keep, an inference-mode Dropout keeps no mask). mb_estimate refuses such a graph unless the
+ * setup's accept_inference_graph is set. Each sign names the first node showing it. */
+typedef enum mb_inference_sign_kind {
+  MB_SIGN_OPTIMIZED = 1,         /* rewritten by onnxscript's optimizer (optimize=True) */
+  MB_SIGN_BN_FOLDED = 2,         /* BatchNorm folded into the preceding Conv */
+  MB_SIGN_BN_INFERENCE = 3,      /* BatchNormalization normalising with its running statistics */
+  MB_SIGN_DROPOUT_INFERENCE = 4, /* Dropout in inference mode (training_mode false or absent) */
+  MB_SIGN_DROPOUT_REMOVED = 5    /* Dropout replaced by Identity (an eval-mode TorchScript export) */
+} mb_inference_sign_kind;
+MB_API size_t mb_model_num_inference_signs(const mb_model *model);
+/* Sign i: its kind, the first node showing it, how many nodes show it, and a sentence saying
+ * what was found. Pointers live as long as the model; any may be NULL. */
+MB_API int mb_model_inference_sign(const mb_model *model, size_t i, int *kind, const char **node,
+                                   int64_t *count, const char **message);
+
 /* ================================================================ training setup */
 
 /* A training setup: which parameters train, and (later) optimizer, precision, device.
@@ -331,6 +348,11 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
  *                     bool mask; no cuBLAS) and sets the defaults foreach 0, rounding 1,
  *                     fragmentation 0, context 0; options set after it override them
  *   foreach           0 | 1: the optimizer's multi-tensor step (default 1 on cuda, 0 on cpu)
+ *   accept_inference_graph 0 | 1: estimate a graph showing inference-export signs as it is
+ *                     (mb_model_inference_sign) instead of failing            (default 0)
+ *   transformers      eager | as-exported: Hugging Face transformers skip a causal mask and
+ *                     repeated GQA keys/values in eager training that they build under
+ *                     export; eager charges what training runs                (default eager)
  *   grad_sum          inplace | copy: how autograd sums two gradients of one tensor (a weight
  *                     used twice, an activation read by several ops): in place (PyTorch 2,
  *                     default) or into a new tensor (PyTorch 1.13 and before)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/info_summary.h"
 #include "api/versioned.h"
 #include "budget/estimate.h"
 #include "sim/optim.h"
@@ -173,6 +174,9 @@ MB_API int mb_estimate_json(const mb_model *m, mb_setup *s, int trace, char **ou
     mb_budget_summary(&b, line, sizeof line);
     mb_sb_printf(&sb, "{\n  \"schema_version\": %d,\n", ESTIMATE_SCHEMA_VERSION);
     json_setup(&sb, s, p);
+    mb_sb_puts(&sb, "  ");
+    mb_json_inference_signs(&sb, m, "  ");
+    mb_sb_puts(&sb, ",\n");
     json_budget(&sb, &b);
     mb_sb_puts(&sb, ",\n  \"summary\": ");
     mb_sb_json_str(&sb, line);

@@ -156,7 +156,9 @@ MB_API int mb_model_info_json(const mb_model *m, const mb_setup *s, char **out_j
     mb_sb_puts(&sb, k ? ", " : "");
     mb_sb_json_str(&sb, mb_model_warning(m, k));
   }
-  mb_sb_puts(&sb, "]\n}\n");
+  mb_sb_puts(&sb, "],\n  ");
+  mb_json_inference_signs(&sb, m, "  ");
+  mb_sb_puts(&sb, "\n}\n");
   mb_info_summary_free(&sum);
   *out_json = mb_sb_detach(&sb);
   return *out_json ? MB_OK : MB_E_NOMEM;

@@ -106,3 +106,24 @@ int mb_info_summarize(const mb_model *m, const mb_setup *s, mb_info_summary *out
   qsort(out->ops, out->n_ops, sizeof *out->ops, cmp_op);
   return MB_OK;
 }
+
+void mb_json_inference_signs(mb_strbuf *sb, const mb_model *m, const char *indent) {
+  static const char *const kinds[] = {"", "optimized", "bn_folded", "bn_inference", "dropout_inference",
+                                      "dropout_removed"};
+  mb_sb_puts(sb, "\"inference_signs\": [");
+  for (size_t i = 0; i < mb_model_num_inference_signs(m); i++) {
+    int kind = 0;
+    int64_t count = 0;
+    const char *node = NULL, *message = NULL;
+    mb_model_inference_sign(m, i, &kind, &node, &count, &message);
+    mb_sb_printf(sb, "%s\n%s  {\"kind\": ", i ? "," : "", indent);
+    mb_sb_json_str(sb, kind > 0 && kind < 6 ? kinds[kind] : "unknown");
+    mb_sb_puts(sb, ", \"node\": ");
+    mb_sb_json_str(sb, node);
+    mb_sb_printf(sb, ", \"count\": %lld, \"message\": ", (long long)count);
+    mb_sb_json_str(sb, message);
+    mb_sb_putc(sb, '}');
+  }
+  mb_sb_printf(sb, "%s]", mb_model_num_inference_signs(m) ? "\n" : "");
+  if (mb_model_num_inference_signs(m)) mb_sb_puts(sb, indent);
+}

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "membudget/membudget.h"
+#include "util/strbuf.h"
 
 /* Role classes in the order they are reported. */
 typedef enum mb_role_class {
@@ -42,4 +43,6 @@ typedef struct mb_info_summary {
 
 int mb_info_summarize(const mb_model *m, const mb_setup *s, mb_info_summary *out);
 void mb_info_summary_free(mb_info_summary *sum);
+/* "inference_signs": [{"kind": "bn_folded", "node": ..., "count": n, "message": ...}, ...] */
+void mb_json_inference_signs(mb_strbuf *sb, const mb_model *m, const char *indent);
 #endif

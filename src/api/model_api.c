@@ -3,6 +3,7 @@
 
 #include "api/versioned.h"
 #include "graph/graph.h"
+#include "passes/inference.h"
 
 #define CHECK_MODEL(m) do { if (!(m) || !(m)->graph) return MB_E_INVALID_ARG; } while (0)
 
@@ -98,5 +99,21 @@ MB_API int mb_model_node_origin(const mb_model *m, size_t i, const char **module
   if (module) *module = n->origin.module;
   if (aten) *aten = n->origin.aten;
   if (site) *site = n->origin.site;
+  return MB_OK;
+}
+
+MB_API size_t mb_model_num_inference_signs(const mb_model *m) {
+  return m && m->graph ? (size_t)m->n_inference_signs : 0;
+}
+
+MB_API int mb_model_inference_sign(const mb_model *m, size_t i, int *kind, const char **node,
+                                   int64_t *count, const char **message) {
+  CHECK_MODEL(m);
+  if (i >= (size_t)m->n_inference_signs) return MB_E_RANGE;
+  const mb_inference_sign *s = &m->inference_signs[i];
+  if (kind) *kind = s->kind;
+  if (node) *node = s->node;
+  if (count) *count = s->count;
+  if (message) *message = mb_inference_sign_message(s->kind);
   return MB_OK;
 }

@@ -231,6 +231,8 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
     if ((rc = pick(s, key, value, grad_sums, &choice)) == MB_OK) t->grad_sum_copy = choice == 1;
   } else if (!strcmp(key, "transformers")) {
     if ((rc = pick(s, key, value, transformers_paths, &choice)) == MB_OK) t->transformers_as_exported = choice == 1;
+  } else if (!strcmp(key, "accept_inference_graph")) {
+    rc = parse_bool(s, key, value, &t->accept_inference_graph);
   } else if (!strcmp(key, "foreach")) {
     rc = parse_bool(s, key, value, &t->foreach);
   } else if (!strcmp(key, "master_weights")) {

@@ -19,6 +19,7 @@ typedef struct mb_train {
   bool foreach;             /* the optimizer's foreach (multi-tensor) implementation */
   bool grad_sum_copy;       /* autograd sums a tensor's gradients out of place (PyTorch <= 1.13) */
   bool transformers_as_exported; /* charge HF models' export-only paths (passes/eager.c) */
+  bool accept_inference_graph;   /* estimate a graph with inference-export signs anyway */
   char **checkpoint;        /* globs on module paths */
   size_t n_checkpoint;
   int64_t grad_accumulation, batch_min, batch_max, batch_multiple;

@@ -25,6 +25,7 @@ static const struct { const char *flag, *key; } value_flags[] = {
 /* Flags without a value that switch an option on. */
 static const struct { const char *flag, *key; } switch_flags[] = {
   {"--ema", "ema"}, {"--master-weights", "master_weights"}, {"--teacher-offload", "teacher_offload"},
+  {"--accept-inference-graph", "accept_inference_graph"},
 };
 
 typedef struct row {
@@ -42,9 +43,16 @@ static void add_row(mb_table *t, const char *label, uint64_t bytes, uint64_t tot
   mb_table_row(t, cells);
 }
 
-static void print_human(const char *path, const mb_budget *b, const char *summary) {
+static void print_human(const char *path, const mb_model *m, const mb_budget *b, const char *summary) {
   char x[32], y[32], z[32];
   printf("model    %s\n", path);
+  for (size_t i = 0; i < mb_model_num_inference_signs(m); i++) {
+    const char *node, *message;
+    int64_t count;
+    mb_model_inference_sign(m, i, NULL, &node, &count, &message);
+    printf("WARNING  estimated as it is, though exported for inference: %s (node '%s'%s)\n", message, node,
+           count > 1 ? " and others" : "");
+  }
   if (b->device_memory)
     printf("device   %s x %.2f = %s usable\n", mb_fmt_bytes(x, sizeof x, b->device_memory),
            (double)b->usable_memory / (double)b->device_memory, mb_fmt_bytes(y, sizeof y, b->usable_memory));
@@ -185,7 +193,7 @@ int mb_cmd_estimate(int argc, char **argv) {
     char summary[512];
     mb_budget_summary(&b, summary, sizeof summary);
     if (json) fputs(doc, stdout);
-    else print_human(path, &b, summary);
+    else print_human(path, m, &b, summary);
     if (b.fits == 0) {
       explain_no_fit(&b);
       rc = MB_EXIT_NO_FIT;

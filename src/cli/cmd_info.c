@@ -125,6 +125,13 @@ static void print_human(const mb_model *m, const char *path, const mb_info_summa
   mb_table_free(&t);
   for (size_t k = 0; k < mb_model_num_warnings(m); k++)
     fprintf(stderr, "membudget: warning: %s\n", mb_model_warning(m, k));
+  for (size_t k = 0; k < mb_model_num_inference_signs(m); k++) {
+    const char *node, *message;
+    int64_t count;
+    mb_model_inference_sign(m, k, NULL, &node, &count, &message);
+    fprintf(stderr, "membudget: warning: exported for inference: %s (node '%s'%s); estimate refuses it "
+            "without --accept-inference-graph\n", message, node, count > 1 ? " and others" : "");
+  }
 }
 
 int mb_cmd_info(int argc, char **argv) {

@@ -103,6 +103,8 @@ typedef struct mb_origin {
                              * its caller, then the node: "/layer1/layer1.0/conv1/Conv" (the
                              * TorchScript node name), "/model/layers.0/self_attn/linear_4"
                              * (from dynamo's name_scopes); NULL when unknown */
+  const char *rewrite;      /* onnxscript rewriter rules that made it ("FuseBatchNormIntoConv,
+                             * RemoveOptionalBiasFromConv"): the export was optimized */
   const char *cls;          /* the class of its module ("transformers.models.llama.modeling_
                              * llama.LlamaAttention"), NULL when the export does not say */
 } mb_origin;
@@ -145,6 +147,14 @@ typedef struct mb_init_ref {
   int32_t role;             /* mb_role, derived by passes/roles.c */
 } mb_init_ref;
 
+/* A sign that the graph was exported for inference (passes/inference.c). */
+typedef struct mb_inference_sign {
+  int32_t kind;             /* mb_inference_sign_kind */
+  const char *node;         /* the first node showing it */
+  int32_t count;            /* how many nodes show it */
+  const char *detail;       /* e.g. the rewriter rule */
+} mb_inference_sign;
+
 struct mb_model {
   mb_arena arena;
   int status;
@@ -158,6 +168,8 @@ struct mb_model {
   mb_init_ref *all_inits;
   int32_t n_warnings;
   const char **warnings;
+  int32_t n_inference_signs;
+  mb_inference_sign *inference_signs;
 };
 
 /* A node's subgraphs (If branches, Loop/Scan bodies): the GRAPH attributes and every entry

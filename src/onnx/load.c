@@ -13,6 +13,7 @@
 #include "onnx/convert.h"
 #include "onnx/wire.h"
 #include "ops/op.h"
+#include "passes/inference.h"
 #include "passes/roles.h"
 
 static struct mb_model *model_new(void) {
@@ -65,6 +66,7 @@ static int load_bytes(struct mb_model *m, const uint8_t *data, size_t size, mb_d
   if (rc == MB_OK) rc = mb_graph_check_model(m, d);
   if (rc == MB_OK) rc = mb_roles_derive(m, d);
   if (rc == MB_OK) rc = mb_ops_resolve_model(m, d);
+  if (rc == MB_OK) rc = mb_find_inference_signs(m, d);
   return rc;
 }
 

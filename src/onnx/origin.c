@@ -350,6 +350,8 @@ static int use_entry(const entry *e, mb_node *n, mb_interner *in) {
     if (!sc.overflow && !is_placeholder_scope(sc.prev) &&
         !(n->origin.scope = mb_intern(in, sc.scope, sc.scope_len)))
       return MB_E_NOMEM;
+  } else if (key_is(e, "pkg.onnxscript.rewriter.rule_name")) {
+    if (!(n->origin.rewrite = mb_intern(in, e->value, e->value_len))) return MB_E_NOMEM;
   } else if (key_is(e, "pkg.torch.onnx.stack_trace")) {
     return parse_site(e->value, e->value_len, n, in);
   } else if (key_is(e, "pkg.torch.onnx.fx_node")) {

@@ -9,6 +9,7 @@
 #include "shape/infer.h"
 #include "onnx/dtype.h"
 #include "onnx/origin.h"
+#include "passes/inference.h"
 #include "sim/build.h"
 #include "util/glob.h"
 
@@ -638,8 +639,22 @@ static int choose_loss(mb_builder *b) {
   return MB_OK;
 }
 
+/* A graph exported for inference is not a training step: say what was found and how to export
+ * one, unless the caller accepts the graph as it is. */
+static int refuse_inference_graph(const mb_model *m, const mb_setup *s, mb_diag *d) {
+  if (!m->n_inference_signs || s->train.accept_inference_graph) return MB_OK;
+  char found[1024];
+  mb_inference_signs_describe(m, found, sizeof found);
+  return mb_fail(d, MB_E_UNSUPPORTED,
+                 "this graph was exported for inference, not training: %s. Export a training graph "
+                 "(the model in train() mode; torch.onnx.export(..., dynamo=True, optimize=False), or "
+                 "training=TrainingMode.TRAINING with the TorchScript exporter), or estimate it as it is "
+                 "with accept_inference_graph (--accept-inference-graph)", found);
+}
+
 int mb_plan_build(const mb_model *m, const mb_setup *s, mb_plan **out, mb_diag *d) {
   *out = NULL;
+  if (refuse_inference_graph(m, s, d) != MB_OK) return d->status;
   mb_plan *p = calloc(1, sizeof *p);
   if (!p) return mb_fail(d, MB_E_NOMEM, "out of memory");
   mb_builder b = {.p = p, .s = s, .tr = &s->train, .d = d};

@@ -132,3 +132,104 @@ def test_zero_bias_from_expand_of_shape(cli, tmp_path):
 def test_zoo_has_no_fx_metadata(name):
     with membudget.load(MODELS / name) as m:
         assert not any(n.aten for n in m.nodes())
+
+
+# ---- graphs exported for inference are refused, naming what was found ----
+
+def conv_bn(tmp_path, name, bn_attrs=None, bn_outputs=1, md=None, opset=17):
+    x = tensor("x", "batch", 3, 8, 8)
+    inits = [init("conv.weight", 4, 3, 3, 3), init("bn.weight", 4), init("bn.bias", 4), init("bn.running_mean", 4),
+             init("bn.running_var", 4)]
+    outs = ["y"] + ["bn_mean", "bn_var"][:bn_outputs - 1]
+    bn = helper.make_node("BatchNormalization", ["c", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"],
+                          outs, name="bn_node", **(bn_attrs or {}))
+    if md:
+        with_metadata(bn, md)
+    nodes = [helper.make_node("Conv", ["x", "conv.weight"], ["c"], name="conv_node", pads=[1, 1, 1, 1]), bn]
+    path = tmp_path / name
+    return model(nodes, [x], [tensor("y", "batch", 4, 8, 8)], inits, path, opset=opset)
+
+
+def estimate_rc(cli, path, *extra):
+    return run(cli, "estimate", path, "--batch", "2", "--loss", "mse", *extra)
+
+
+@pytest.mark.parametrize("case", ["torchscript_eval", "dynamo_eval"])
+def test_batchnorm_in_inference_mode_is_refused(cli, tmp_path, case):
+    if case == "torchscript_eval":  # opset 15: training_mode 0, one output
+        path = conv_bn(tmp_path, "ts.onnx", {"training_mode": 0}, opset=15)
+    else:  # dynamo writes no training_mode: the aten op says eval
+        path = conv_bn(tmp_path, "dyn.onnx", md=fx_node("_native_batch_norm_legit_no_training",
+                                                          "aten._native_batch_norm_legit_no_training.default",
+                                                          "(%conv2d, %p_bn_weight)", ("", "bn")), opset=20)
+    p = estimate_rc(cli, path)
+    assert p.returncode == 1
+    assert "exported for inference" in p.stderr and "BatchNormalization in inference mode" in p.stderr
+    assert "'bn_node'" in p.stderr and "accept-inference-graph" in p.stderr
+    ok = estimate_rc(cli, path, "--accept-inference-graph")
+    assert ok.returncode == 0 and "WARNING" in ok.stdout
+    doc = json.loads(run(cli, "estimate", path, "--batch", "2", "--loss", "mse", "--accept-inference-graph",
+                         "--json", check=0).stdout)
+    assert [(s["kind"], s["node"], s["count"]) for s in doc["inference_signs"]] == [("bn_inference", "bn_node", 1)]
+
+
+def test_training_batchnorm_passes(cli, tmp_path):
+    # TorchScript training export (opset 15): training_mode 1 and three outputs
+    assert estimate_rc(cli, conv_bn(tmp_path, "ts.onnx", {"training_mode": 1}, bn_outputs=3, opset=15)).returncode == 0
+    # dynamo training export: no training_mode, but the aten op is the functional (training) one
+    path = conv_bn(tmp_path, "dyn.onnx", md=fx_node("_native_batch_norm_legit_functional",
+                                                   "aten._native_batch_norm_legit_functional.default",
+                                                   "(%conv2d, %p_bn_weight)", ("", "bn")), opset=20)
+    assert estimate_rc(cli, path).returncode == 0
+    with membudget.load(path) as m:
+        assert m.inference_signs == ()
+
+
+def test_optimizer_rewrite_and_folded_batchnorm_are_refused(cli, tmp_path):
+    x = tensor("x", "batch", 3, 8, 8)
+    conv = with_metadata(helper.make_node("Conv", ["x", "conv.weight", "conv.bias"], ["y"], name="node_Conv_7",
+                                          pads=[1, 1, 1, 1]),
+                         {"pkg.onnxscript.rewriter.rule_name": "FuseBatchNormIntoConv, RemoveOptionalBiasFromConv"})
+    path = tmp_path / "opt.onnx"
+    model([conv], [x], [tensor("y", "batch", 4, 8, 8)], [init("conv.weight", 4, 3, 3, 3), init("conv.bias", 4)],
+          path, opset=20)
+    p = estimate_rc(cli, path)
+    assert p.returncode == 1
+    assert "optimize=True" in p.stderr and "BatchNorm folded into Conv" in p.stderr and "node_Conv_7" in p.stderr
+    assert "optimize=False" in p.stderr  # how to export a training graph
+
+
+@pytest.mark.parametrize("training", [None, False, True])
+def test_dropout_training_mode(cli, tmp_path, training):
+    x = tensor("x", "batch", 8)
+    nodes = [helper.make_node("Constant", [], ["ratio"], value=helper.make_tensor("r", F, [], [0.1]))]
+    inputs = ["x", "ratio"]
+    if training is not None:
+        nodes.append(helper.make_node("Constant", [], ["train"],
+                                      value=helper.make_tensor("t", TensorProto.BOOL, [], [training])))
+        inputs.append("train")
+    nodes += [helper.make_node("Dropout", inputs, ["d"], name="drop_node"),
+              helper.make_node("MatMul", ["d", "w"], ["y"], name="mm")]
+    path = tmp_path / "drop.onnx"
+    model(nodes, [x], [tensor("y", "batch", 4)], [init("w", 8, 4)], path, opset=13)
+    p = estimate_rc(cli, path)
+    if training:
+        assert p.returncode == 0
+    else:
+        assert p.returncode == 1 and "Dropout in inference mode" in p.stderr and "'drop_node'" in p.stderr
+
+
+def test_dropout_removed_by_an_eval_torchscript_export(cli, tmp_path):
+    x = tensor("x", "batch", 8)
+    nodes = [helper.make_node("Identity", ["x"], ["d"], name="/drop/Identity"),
+             helper.make_node("MatMul", ["d", "w"], ["y"], name="/fc/MatMul")]
+    path = tmp_path / "ident.onnx"
+    model(nodes, [x], [tensor("y", "batch", 4)], [init("w", 8, 4)], path, opset=13)
+    p = estimate_rc(cli, path)
+    assert p.returncode == 1 and "Dropout removed" in p.stderr and "/drop/Identity" in p.stderr
+
+
+def test_zoo_training_graphs_have_no_inference_signs():
+    for name in ("resnet18.onnx", "bert_base_like.onnx", "gpt2_small_like.onnx", "unet_like.onnx"):
+        with membudget.load(MODELS / name) as m:
+            assert m.inference_signs == (), name

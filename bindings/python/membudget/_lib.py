@@ -179,6 +179,9 @@ PROTOTYPES = {
     "mb_model_num_nodes": (c_size_t, [ModelPtr]),
     "mb_model_node": (c_int, [ModelPtr, c_size_t, _STR_OUT, _STR_OUT, _STR_OUT]),
     "mb_model_node_origin": (c_int, [ModelPtr, c_size_t, _STR_OUT, _STR_OUT, _STR_OUT]),
+    "mb_model_num_inference_signs": (c_size_t, [ModelPtr]),
+    "mb_model_inference_sign": (c_int, [ModelPtr, c_size_t, ctypes.POINTER(c_int), _STR_OUT,
+                                        ctypes.POINTER(ctypes.c_int64), _STR_OUT]),
     # training setup
     "mb_setup_create": (c_int, [_P(SetupPtr)]),
     "mb_setup_free": (None, [SetupPtr]),

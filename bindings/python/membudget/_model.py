@@ -131,6 +131,15 @@ class Model:
             self.producer: str = _lib.text(lib.mb_model_producer(m))
             self.ir_version: int = lib.mb_model_ir_version(m)
             self.num_nodes: int = lib.mb_model_num_nodes(m)
+            signs = []
+            kind, count, node, message = ctypes.c_int(), ctypes.c_int64(), ctypes.c_char_p(), ctypes.c_char_p()
+            for i in range(lib.mb_model_num_inference_signs(m)):
+                lib.mb_model_inference_sign(m, i, ctypes.byref(kind), ctypes.byref(node), ctypes.byref(count),
+                                            ctypes.byref(message))
+                signs.append(f"{_lib.text(message.value)} (node '{_lib.text(node.value)}', {count.value} nodes)")
+            # Signs that the graph was exported for inference: estimate() refuses it unless
+            # accept_inference_graph=True (membudget.h, mb_model_inference_sign).
+            self.inference_signs: Tuple[str, ...] = tuple(signs)
             self.warnings: Tuple[str, ...] = tuple(
                 _lib.text(lib.mb_model_warning(m, i)) for i in range(lib.mb_model_num_warnings(m)))
             opsets = {}
