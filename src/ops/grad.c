@@ -95,6 +95,8 @@ static const mb_grad_rule rules[MB_G_COUNT] = {
   [MB_G_MASKED_FILL]    = {"masked_fill", PW, {0, Y}, 0, 0, 0, 0, 0},
   /* SDPA's math path transposes k as Reshape(merge) Transpose Reshape(split) in ONNX */
   [MB_G_TRANSPOSE_LAST2]= {"transpose", MB_GF_VIEW | MB_GF_GRAD_VIEW | MB_GF_TRANSPOSE, {0}, 0, 0, 0, 0, 0},
+  /* ONNX RotaryEmbedding (opset 23): x * cos + rotate(x) * sin; backward needs the caches */
+  [MB_G_ROTARY]         = {"(rotary embedding)", PW, {0, Y, Y}, 0, 0, 0, 0, 0},
   [MB_G_FUSED_GELU]     = {"gelu", PW, {Y}, 0, 0, 0, 0, 0},
   [MB_G_FUSED_SILU]     = {"silu", PW, {Y}, 0, 0, 0, 0, 0},
   [MB_G_FUSED_LAYERNORM]= {"native_layer_norm", 0, {Y}, 0, 0, MB_STATS_ROWS2, FP32, 0},

@@ -171,6 +171,28 @@ static int layer_norm(mb_op_ctx *c) {
   return mb_op_set(c, 2, stash, x->rank, dims);
 }
 
+/* RMSNormalization (opset 23): Y shaped like X (the inverse RMS is not an output). */
+static int rms_norm(mb_op_ctx *c) {
+  const mb_tinfo *x, *scale;
+  int rc;
+  if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &scale))) return rc;
+  int32_t axis;
+  if ((rc = mb_op_axis(c, mb_op_attr_i(c, "axis", -1), x->rank, &axis))) return rc;
+  return mb_op_set(c, 0, x->dtype, x->rank, x->dims);
+}
+
+/* RotaryEmbedding (opset 23): X is [B, heads, seq, head] or [B, seq, hidden] (num_heads says
+ * how to split hidden); the caches and position ids only index; Y is shaped like X. */
+static int rotary_embedding(mb_op_ctx *c) {
+  const mb_tinfo *x, *cos, *sin;
+  int rc;
+  if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &cos)) || (rc = mb_op_input(c, 2, &sin))) return rc;
+  if (x->rank != 3 && x->rank != 4) return mb_op_fail(c, "the input has rank %d, not 3 or 4", (int)x->rank);
+  if (x->rank == 3 && mb_op_attr_i(c, "num_heads", 0) <= 0)
+    return mb_op_fail(c, "a rank-3 input needs the num_heads attribute");
+  return mb_op_set(c, 0, x->dtype, x->rank, x->dims);
+}
+
 static int gemm(mb_op_ctx *c) {
   const mb_tinfo *a, *b;
   int rc;
@@ -289,6 +311,8 @@ const mb_op_def mb_ops_nn[] = {
   {"", "BatchNormalization", 1, 5, batch_norm, MB_G_BATCHNORM},
   {"", "InstanceNormalization", 1, 3, same_shape, MB_G_INSTANCENORM},
   {"", "LayerNormalization", 17, 2, layer_norm, MB_G_LAYERNORM},
+  {"", "RMSNormalization", 23, 2, rms_norm, MB_G_RMSNORM},
+  {"", "RotaryEmbedding", 23, 3, rotary_embedding, MB_G_ROTARY},
   {"", "LRN", 1, 1, same_shape, MB_G_SAVE_XY},
   {"", "Gemm", 1, 2, gemm, MB_G_GEMM},
   {"", "MatMul", 1, 2, matmul, MB_G_MATMUL},

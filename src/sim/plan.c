@@ -223,7 +223,7 @@ static int stats_slot(mb_builder *b, int model, mb_lnode *ln, int stats) {
     case MB_STATS_ROWS2: case MB_STATS_ROWS1: {
       rule = MB_SZ_ROWS;
       factor = stats == MB_STATS_ROWS2 ? 2 : 1;
-      int64_t ax = ln->rule == MB_G_LAYERNORM ? attr_i(n, "axis", -1) : -1;
+      int64_t ax = ln->rule == MB_G_LAYERNORM || ln->rule == MB_G_RMSNORM ? attr_i(n, "axis", -1) : -1;
       if (ax < 0) ax += rank;
       axis = ax < 0 ? 0 : (int)ax;
       name = stats == MB_STATS_ROWS2 ? "norm mean and rstd" : "norm rstd";

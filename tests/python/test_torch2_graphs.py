@@ -233,3 +233,31 @@ def test_zoo_training_graphs_have_no_inference_signs():
     for name in ("resnet18.onnx", "bert_base_like.onnx", "gpt2_small_like.onnx", "unet_like.onnx"):
         with membudget.load(MODELS / name) as m:
             assert m.inference_signs == (), name
+
+
+# ---- opset 23's normalisation and rotary ops ----
+
+def test_rms_normalization_keeps_its_input_and_one_fp32_per_row(cli, tmp_path):
+    from estimate_util import EXACT, estimate
+    b, s, d = 3, 5, 16
+    x = tensor("x", "batch", s, d)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("RMSNormalization", ["h", "scale"], ["y"], name="norm", epsilon=1e-6)]
+    path = tmp_path / "rms.onnx"
+    model(nodes, [x], [tensor("y", "batch", s, d)], [init("w", d, d), init("scale", d)], path, opset=23)
+    got = estimate(cli, path, "--batch", str(b), "--loss", "mse", "--optimizer", "sgd", *EXACT)
+    # h = x @ w (kept by the norm, it is its input) + y (the output, read by the loss) + rstd: one
+    # fp32 per normalised row (b * s rows)
+    assert got["activations"] == 4 * b * s * d + 4 * b * s * d + 4 * b * s
+
+
+def test_rotary_embedding_shape(cli, tmp_path):
+    b, h, s, d = 2, 4, 6, 8
+    x = tensor("x", "batch", h, s, d)
+    pos = helper.make_tensor_value_info("pos", TensorProto.INT64, ["batch", s])
+    nodes = [helper.make_node("RotaryEmbedding", ["x", "cos", "sin", "pos"], ["y"], name="rope")]
+    path = tmp_path / "rope.onnx"
+    model(nodes, [x, pos], [tensor("y", "batch", h, s, d)], [init("cos", 32, d // 2), init("sin", 32, d // 2)],
+          path, opset=23)
+    t = shapes_of(cli, path, "--batch", str(b))
+    assert t["y"]["shape"] == [b, h, s, d]
