@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "onnx/dtype.h"
+#include "onnx/origin.h"
 
 static bool is(const mb_node *n, const char *op) { return !n->domain[0] && !strcmp(n->op_type, op); }
 
@@ -54,6 +55,13 @@ static bool bn_inference(const mb_node *n) {
 }
 
 static bool dropout_inference(const mb_graph *g, const mb_node *n) {
+  /* dynamo: the aten op decides (the exporter's SDPA decomposition writes its dropout without
+   * a training_mode input, in training too) */
+  if (n->origin.aten) {
+    double train = 1;
+    return (aten_is(n, "aten.native_dropout.") || aten_is(n, "aten.dropout.")) &&
+           mb_fx_literal(&n->origin, 2, "train", &train) && train == 0;
+  }
   if (n->opset < 12) return false; /* no training flag before opset 12 */
   double train;
   if (n->n_inputs < 3 || n->inputs[2] < 0) return true;

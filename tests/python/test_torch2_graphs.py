@@ -261,3 +261,22 @@ def test_rotary_embedding_shape(cli, tmp_path):
           path, opset=23)
     t = shapes_of(cli, path, "--batch", str(b))
     assert t["y"]["shape"] == [b, h, s, d]
+
+
+@pytest.mark.parametrize("target,args,refused", [
+    # the exporter's SDPA decomposition writes Dropout(x, ratio) without training_mode, in
+    # training too: the aten op (SDPA with dropout_p 0.1) decides, not the ONNX form
+    ("aten.scaled_dot_product_attention.default", "(%q, %k, %v, None, 0.1)", False),
+    ("aten.native_dropout.default", "(%x, 0.1, True)", False),
+    ("aten.native_dropout.default", "(%x, 0.1, False)", True),
+])
+def test_dynamo_dropout_is_judged_by_its_aten_op(cli, tmp_path, target, args, refused):
+    x = tensor("x", "batch", 8)
+    md = fx_node("drop", target, args, ("", "drop"))
+    ratio = with_metadata(helper.make_node("Constant", [], ["ratio"], value=helper.make_tensor("r", F, [], [0.1])), md)
+    nodes = [ratio, with_metadata(helper.make_node("Dropout", ["x", "ratio"], ["d"], name="drop_node"), md),
+             helper.make_node("MatMul", ["d", "w"], ["y"], name="mm")]
+    path = tmp_path / "drop.onnx"
+    model(nodes, [x], [tensor("y", "batch", 4)], [init("w", 8, 4)], path, opset=20)
+    p = estimate_rc(cli, path)
+    assert (p.returncode == 1 and "Dropout in inference mode" in p.stderr) == refused, p.stderr
