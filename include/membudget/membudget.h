@@ -459,8 +459,9 @@ MB_API int mb_trace_event(const mb_trace *trace, size_t i, mb_event *out);
  * Without CUDA (built without the toolkit, libcudart not found, no driver or no device) every
  * measured call returns MB_E_NO_CUDA, and the message says which library was tried and what
  * the runtime answered. A session holds dlopen handles and library handles: one thread at a
- * time. It uses the device's primary context, which stays (it is the process's, shared with
- * PyTorch if that runs in the same process). */
+ * time. It uses the device's primary context, which stays, as the libraries stay loaded, when
+ * the session is freed (they are the process's, shared with PyTorch if that runs in the same
+ * process); the session's own handles and device memory are given back. */
 typedef struct mb_measure mb_measure;
 /* Load the libraries named by the setup's cuda_* keys (setup may be NULL: defaults), open the
  * device and measure its context. On failure *out still holds the message

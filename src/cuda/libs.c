@@ -170,9 +170,8 @@ static bool open_lib(mb_cuda *c, int k, const char *given, int major, char *trie
       c->dl[k] = h;
       return true;
     }
-    append(tried, tried_size, why);
+    append(tried, tried_size, why); /* left loaded, as every CUDA library is (mb_cuda_unload) */
     unbind(c, k);
-    dlclose(h);
   }
   c->path[k][0] = '\0';
   return false;
@@ -200,6 +199,11 @@ int mb_cuda_load(mb_cuda *c, const mb_cuda_opts *o, mb_diag *d) {
   return MB_OK;
 }
 
+/* The libraries stay loaded: the CUDA runtime and its libraries are not made to be unloaded
+ * (their static C++ state and exit handlers, the primary context they retain), and no CUDA
+ * user unloads them (PyTorch does not). A session gives back what is its own: its handles.
+ * Another session, or PyTorch in the same process, finds the libraries and the context there;
+ * dlopen counts the references, so nothing grows. */
 void mb_cuda_unload(mb_cuda *c) {
   if (c->dnn_handle) c->dnn.destroy(c->dnn_handle);
   if (c->lt_handle) c->lt.destroy(c->lt_handle);
@@ -209,9 +213,5 @@ void mb_cuda_unload(mb_cuda *c) {
   c->lt_handle = NULL;
   c->blas_handle = NULL;
   c->nvml_on = false;
-  for (int k = MB_CUDA_LIB_COUNT - 1; k >= 0; k--)
-    if (c->dl[k]) {
-      dlclose(c->dl[k]);
-      c->dl[k] = NULL;
-    }
+  for (int k = 0; k < MB_CUDA_LIB_COUNT; k++) c->dl[k] = NULL;
 }

@@ -84,7 +84,8 @@ typedef struct mb_cuda {
 /* Load the runtime (required: MB_E_NO_CUDA naming every file tried when it cannot be loaded)
  * and the optional libraries (a note when one is missing). */
 int mb_cuda_load(mb_cuda *c, const mb_cuda_opts *o, mb_diag *d);
-/* Destroy the library handles and unload everything; c may be partly loaded. */
+/* Destroy the library handles (the libraries stay loaded: libs.c says why); c may be partly
+ * loaded. */
 void mb_cuda_unload(mb_cuda *c);
 static inline bool mb_cuda_has(const mb_cuda *c, int lib) { return c->dl[lib] != NULL; }
 /* Append "; "-separated text to c->notes. */

@@ -91,7 +91,10 @@ static int plan_workspaces(const mb_plan *p, uint8_t *flags, int32_t *dtype, mb_
 static int transient(mb_pool *pool, const mb_ws_list *l, mb_replay *out, bool *oom, mb_diag *d) {
   *oom = false;
   for (int i = 0; i < l->n; i++) {
-    if (!l->bytes[i]) return MB_OK;
+    if (!l->bytes[i]) { /* this algorithm needs none */
+      *oom = false;
+      return MB_OK;
+    }
     int32_t b;
     if (mb_pool_alloc(pool, l->bytes[i], &b, oom, d) != MB_OK) return d->status;
     if (*oom) continue;

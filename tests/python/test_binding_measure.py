@@ -1,6 +1,7 @@
 """Measured mode from Python (membudget.estimate(mode="measured"), compute_batch_size,
 membudget.measure) against the fake CUDA device: the same numbers as the CLI's JSON, which
 test_measure_cli.py derives by hand; and NoCudaError where there is no CUDA."""
+import ctypes
 import json
 import os
 
@@ -18,11 +19,15 @@ def relu(tmp_path_factory):
 
 @pytest.fixture()
 def fake_device(monkeypatch):
-    """The fake's FAKE_* settings for this process (the library reads them at its first call and
-    again at each fake_cuda_reset; a fresh session in this process resets through the env)."""
+    """The fake with its default settings, as a fresh process finds it. The CUDA libraries stay
+    loaded after a session (as the real ones must), and with them the fake's device and its
+    context: reset() starts it over, as a new process would."""
     for k in list(os.environ):
         if k.startswith("FAKE_"):
             monkeypatch.delenv(k)
+    fake = ctypes.CDLL(FAKE)  # the same loaded instance the library uses
+    fake.fake_cuda_reset()
+    return fake.fake_cuda_reset
 
 
 @needs_fake
@@ -34,6 +39,7 @@ def test_estimate_measured_equals_cli(cli, relu, fake_device):
     assert b.to_dict() == doc["budget"]
     assert b.measured == doc["measured"]
     assert str(b) == doc["summary"]
+    fake_device()
     assert membudget.compute_batch_size(relu, mode="measured", loss="mse", optimizer="sgd",
                                         options=fake_options()) == 84
 
@@ -56,6 +62,18 @@ def test_environment_names_the_libraries(relu, fake_device, monkeypatch):
             monkeypatch.setenv(k, v)
     got = membudget.measure(relu, [1, 2], options={"loss": "mse"})
     assert got["device"]["runtime"] == FAKE
+
+
+@needs_fake
+def test_second_session_finds_the_context(relu, fake_device):
+    """The context stays with the process: a second session says so instead of measuring 0,
+    and counts it as memory in use (the solved batch stays the same)."""
+    first = membudget.estimate(relu, mode="measured", loss="mse", optimizer="sgd", options=fake_options())
+    second = membudget.estimate(relu, mode="measured", loss="mse", optimizer="sgd", options=fake_options())
+    dev = second.measured["device"]
+    assert dev["context_measured"] is False and "had a context" in dev["notes"]
+    assert dev["context"] == 0 and dev["cublas"] == 6 * MIB  # handles again, the kernels stayed loaded
+    assert second.batch_size == first.batch_size == 84
 
 
 def test_no_cuda(relu):
