@@ -83,7 +83,8 @@ static void print_human(const char *path, const mb_budget *b, const char *summar
   add_row(&t, "first step peak", b->first_step_peak, total);
   mb_table_rule(&t);
   add_row(&t, "allocated peak", b->allocated_peak, total);
-  add_row(&t, "fragmentation allowance", b->fragmentation, total);
+  add_row(&t, b->mode == MB_MODE_MEASURED ? "reserved, not allocated" : "fragmentation allowance", b->fragmentation,
+          total);
   add_row(&t, "reserved peak", b->reserved_peak, total);
   add_row(&t, b->mode == MB_MODE_MEASURED ? "context and libraries (measured)" : "CUDA context", b->context, total);
   add_row(&t, "device peak", b->device_peak, total);

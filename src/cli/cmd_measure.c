@@ -109,7 +109,7 @@ static int add_batches(const char *list, int64_t *batches, size_t *n, size_t cap
 int mb_cmd_measure(int argc, char **argv) {
   enum { MAX_BATCHES = 64 };
   const char *path = NULL;
-  int json = 0, rc = MB_EXIT_OK, device_given = 0;
+  int json = 0, rc = MB_EXIT_OK, device_given = 0; /* --gpu/--device-memory: allowed, not needed */
   int64_t batches[MAX_BATCHES];
   size_t n = 0;
   mb_setup *setup = NULL;
@@ -177,7 +177,6 @@ int mb_cmd_measure(int argc, char **argv) {
       print_replays(r, n);
     }
   }
-  (void)device_given;
   mb_free(doc);
   free(r);
   mb_measure_free(meas);

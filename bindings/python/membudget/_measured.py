@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import gc
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
@@ -188,7 +189,8 @@ def train_steps(module: Any, example: Sequence[Any], batches: Sequence[int], *, 
                 if i:
                     counters.reset()
                 opt.zero_grad(set_to_none=True)
-                with torch.autocast(torch.device(device).type, dtype=amp or torch.float32, enabled=amp is not None):
+                # no autocast context at all in fp32: torch 1.13 refuses a disabled one for float32
+                with torch.autocast(torch.device(device).type, dtype=amp) if amp is not None else nullcontext():
                     value = _loss(torch, model(*inputs), loss)
                 if scaler is not None:
                     scaler.scale(value).backward()
