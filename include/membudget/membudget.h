@@ -404,8 +404,9 @@ typedef struct mb_budget {
   /* Measured mode only (mode == MB_MODE_MEASURED; 0 in static mode). There allocated_peak,
    * reserved_peak and fragmentation come from the step replayed on the device, context is this
    * process's measured context and library handles, device_peak = the device memory the replay
-   * took at its worst + context, device_memory the device's total and available = usable -
-   * other_processes - device_peak. */
+   * took at its worst + context (when the replay ran out of memory: a lower bound, all the
+   * device had), device_memory the device's total unless the setup gives one, and available =
+   * usable - other_processes - device_peak. */
   uint64_t measured_fixed;       /* device_peak ~ measured_fixed + measured_per_sample x batch */
   uint64_t measured_per_sample;
   uint64_t static_device_peak;   /* the static estimate's device_peak at the same batch size */
@@ -481,10 +482,11 @@ typedef struct mb_device_info {
   uint64_t free_before;        /* free before this process's context (NVML); 0 if unknown */
   uint64_t free_after_context;
   uint64_t free_now;           /* after the context and the library handles: a replay's start */
-  uint64_t context;            /* free_before - free_after_context; 0 if not measured */
+  uint64_t context;            /* free_before (total when unknown) - free_after_context: the
+                                * context alone when context_measured, else more (see notes) */
   uint64_t cublas;             /* a cuBLAS handle, its first GEMM's kernels and a cuBLASLt handle */
   uint64_t cudnn;              /* a cuDNN handle */
-  uint64_t other_processes;    /* total - free_before: memory this process does not hold */
+  uint64_t other_processes;    /* total - free_before (0 when unknown): memory held before */
   int32_t context_measured;    /* 1: context is a measurement (see notes when 0) */
   const char *runtime_path;    /* the libcudart that was loaded */
   const char *notes;           /* what was not measured and why; "" when everything was */
