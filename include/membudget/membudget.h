@@ -80,7 +80,9 @@ typedef enum mb_struct_id {
   MB_STRUCT_ACCOUNTING = 3,
   MB_STRUCT_BUDGET = 4,
   MB_STRUCT_EVENT = 5,
-  MB_STRUCT_SHAPE_DESC = 6
+  MB_STRUCT_SHAPE_DESC = 6,
+  MB_STRUCT_DEVICE_INFO = 7,
+  MB_STRUCT_REPLAY = 8
 } mb_struct_id;
 MB_API size_t mb_struct_size(int which);
 
@@ -356,6 +358,12 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
  *   grad_sum          inplace | copy: how autograd sums two gradients of one tensor (a weight
  *                     used twice, an activation read by several ops): in place (PyTorch 2,
  *                     default) or into a new tensor (PyTorch 1.13 and before)
+ * Measured mode (mb_measure_*) only:
+ *   cuda_device       the CUDA device ordinal to measure                       (default 0)
+ *   cuda_runtime      path or file name of libcudart      (default: libcudart.so.13, .12, ...)
+ *   cuda_driver, nvml_library, cublas_library, cublaslt_library, cudnn_library
+ *                     the same for libcuda, libnvidia-ml, libcublas, libcublasLt, libcudnn;
+ *                     "" leaves that optional library out (its figures are then not measured)
  * Unknown keys and bad values fail with MB_E_INVALID_ARG and a message naming them. */
 MB_API int mb_setup_set(mb_setup *setup, const char *key, const char *value);
 /* A frozen teacher model run forward without grad each step (distillation), or NULL. The
@@ -424,6 +432,19 @@ typedef struct mb_budget {
   uint64_t usable_memory;        /* utilization x device_memory */
   int64_t available;             /* usable_memory - device_peak (negative: short by) */
   uint64_t at_peak[MB_CAT_COUNT];/* live bytes per mb_category at the allocated peak */
+  /* Measured mode only (mode == MB_MODE_MEASURED; 0 in static mode). There allocated_peak,
+   * reserved_peak and fragmentation come from the step replayed on the device, context is this
+   * process's measured context and library handles, device_peak = the device memory the replay
+   * took at its worst + context (when the replay ran out of memory: a lower bound, all the
+   * device had), device_memory the device's total unless the setup gives one, and available =
+   * usable - other_processes - device_peak. */
+  uint64_t measured_fixed;       /* device_peak ~ measured_fixed + measured_per_sample x batch */
+  uint64_t measured_per_sample;
+  uint64_t static_device_peak;   /* the static estimate's device_peak at the same batch size */
+  uint64_t other_processes;      /* device memory in use outside this process when measured */
+  uint64_t conv_workspace;       /* the largest cuDNN workspace the replay allocated */
+  uint64_t matmul_workspace;     /* the largest cuBLASLt heuristic workspace (served by the
+                                  * persistent cuBLAS workspace, not allocated again) */
 } mb_budget;
 
 /* On failure the message is in mb_setup_errmsg(setup). */
@@ -454,6 +475,91 @@ typedef struct mb_event {
   int32_t storage;       /* the storage's id: an allocation and its free share it */
 } mb_event;
 MB_API int mb_trace_event(const mb_trace *trace, size_t i, mb_event *out);
+
+/* ================================================================ measured mode (CUDA)
+ * The step measured on a real device. A measuring session loads the CUDA runtime at run time
+ * (dlopen: one build runs with and without a GPU; libcuda, NVML, cuBLAS, cuBLASLt and cuDNN
+ * too when present), creates the device's context and measures what it and the libraries
+ * cost. A replay then allocates every tensor of the simulated step on the device, in the
+ * simulation's order, through a pool shaped like PyTorch's caching allocator (2 MiB segments
+ * for blocks up to 1 MiB, 20 MiB segments up to 10 MiB, larger ones rounded to 2 MiB; best fit,
+ * split, merged on free), each segment cudaMalloc'd and touched with cudaMemset; at each
+ * convolution the workspace cuDNN's heuristics ask for at that shape is allocated for the
+ * call, and at each GEMM cuBLASLt's heuristics are asked too. The device's free memory
+ * (cudaMemGetInfo) gives the measured peak. docs/estimate.md, "Measured mode", has the details.
+ *
+ * Without CUDA (built without the toolkit, libcudart not found, no driver or no device) every
+ * measured call returns MB_E_NO_CUDA, and the message says which library was tried and what
+ * the runtime answered. A session holds dlopen handles and library handles: one thread at a
+ * time. It uses the device's primary context, which stays, as the libraries stay loaded, when
+ * the session is freed (they are the process's, shared with PyTorch if that runs in the same
+ * process); the session's own handles and device memory are given back. */
+typedef struct mb_measure mb_measure;
+/* Load the libraries named by the setup's cuda_* keys (setup may be NULL: defaults), open the
+ * device and measure its context. On failure *out still holds the message
+ * (mb_measure_errmsg); free it with mb_measure_free. */
+MB_API int mb_measure_create(const mb_setup *setup, mb_measure **out);
+MB_API void mb_measure_free(mb_measure *measure);
+MB_API const char *mb_measure_errmsg(const mb_measure *measure);
+
+typedef struct mb_device_info {
+  uint32_t struct_size;        /* set to sizeof(mb_device_info) by the caller */
+  int32_t ordinal;             /* the CUDA device (as CUDA_VISIBLE_DEVICES numbers them) */
+  const char *name;            /* "NVIDIA H100 80GB HBM3" */
+  const char *gpu;             /* the GPU-table entry it matches (mb_gpu_get), or NULL */
+  int32_t cc_major, cc_minor;  /* compute capability */
+  int32_t runtime_version, driver_version; /* 13000 = CUDA 13.0 */
+  uint64_t total_memory;
+  uint64_t free_before;        /* free before this process's context (NVML); 0 if unknown */
+  uint64_t free_after_context;
+  uint64_t free_now;           /* after the context and the library handles: a replay's start */
+  uint64_t context;            /* free_before (total when unknown) - free_after_context: the
+                                * context alone when context_measured, else more (see notes) */
+  uint64_t cublas;             /* a cuBLAS handle, its first GEMM's kernels and a cuBLASLt handle */
+  uint64_t cudnn;              /* a cuDNN handle */
+  uint64_t other_processes;    /* total - free_before (0 when unknown): memory held before */
+  int32_t context_measured;    /* 1: context is a measurement (see notes when 0) */
+  const char *runtime_path;    /* the libcudart that was loaded */
+  const char *notes;           /* what was not measured and why; "" when everything was */
+} mb_device_info;
+MB_API int mb_measure_device(const mb_measure *measure, mb_device_info *out);
+
+/* One replay of the step at a batch size. */
+typedef struct mb_replay {
+  uint32_t struct_size;        /* set to sizeof(mb_replay) by the caller */
+  int32_t fits;                /* 0: the device ran out of memory during the replay */
+  int64_t batch;
+  uint64_t allocated_peak;     /* live block bytes, cuDNN workspaces included */
+  uint64_t reserved_peak;      /* segment bytes held (cudaMalloc'd) at the most */
+  uint64_t device_bytes;       /* measured: the largest drop of the device's free memory */
+  uint64_t device_peak;        /* device_bytes + the session's context and library handles */
+  uint64_t forward_device_bytes; /* device_bytes up to the end of the loss */
+  uint64_t static_allocated_peak, static_reserved_peak, static_device_peak; /* the simulation */
+  uint64_t conv_workspace;     /* the largest cuDNN workspace allocated */
+  uint64_t matmul_workspace;   /* the largest cuBLASLt heuristic workspace asked for */
+  int64_t segments;            /* cudaMalloc calls */
+  int64_t convs, matmuls;      /* workspace queries made */
+  double seconds;              /* wall time of the replay */
+} mb_replay;
+/* Replay the step at batch (>= 1) on the device. A batch the device cannot hold is not an
+ * error: fits is 0. Messages go to mb_setup_errmsg(setup), as for mb_estimate. */
+MB_API int mb_measure_run(mb_measure *measure, const mb_model *model, mb_setup *setup,
+                          int64_t batch, mb_replay *out);
+/* The budget in measured mode (mode MB_MODE_MEASURED): without a batch size in the setup, the
+ * largest batch whose replay fits utilization x the device's memory, with the memory other
+ * processes hold now counted against it, found by bisection over replays; the device memory
+ * and the GPU-table entry (cuBLAS workspace size) come from the device unless the setup gives
+ * them. measured_fixed/per_sample come from replays at batch_min and the reported batch. */
+MB_API int mb_measure_estimate(mb_measure *measure, const mb_model *model, mb_setup *setup,
+                               mb_budget *out);
+/* As mb_estimate_json, in measured mode: the document also has "device" and "measured"
+ * (docs/cli.md). The caller frees the string with mb_free(). */
+MB_API int mb_measure_estimate_json(mb_measure *measure, const mb_model *model, mb_setup *setup,
+                                    int trace, char **out_json, mb_budget *budget);
+/* `membudget measure --json`: the device and a replay at each of n batch sizes (n >= 2 for the
+ * fixed and per-sample figures). */
+MB_API int mb_measure_json(mb_measure *measure, const mb_model *model, mb_setup *setup,
+                           const int64_t *batches, size_t n, char **out_json);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/budget_doc.h"
 #include "api/info_summary.h"
 #include "api/versioned.h"
 #include "budget/estimate.h"
@@ -147,6 +148,41 @@ static void json_trace(mb_strbuf *sb, const mb_plan *p, const uint64_t *bytes, c
   mb_sb_puts(sb, "  ]");
 }
 
+int mb_budget_document(const mb_setup *s, const mb_plan *p, const mb_budget *b, int trace, const char *extra,
+                       char **out, mb_diag *d) {
+  uint64_t *bytes = NULL, *live = NULL;
+  if (trace) {
+    bytes = malloc(((size_t)p->n_ev + 1) * sizeof *bytes);
+    live = malloc(((size_t)p->n_ev + 1) * sizeof *live);
+    mb_run r;
+    if (!bytes || !live) mb_fail(d, MB_E_NOMEM, "out of memory");
+    else mb_plan_run(p, s, b->batch_size, &r, bytes, live, d);
+  }
+  if (d->status == MB_OK) {
+    mb_strbuf sb;
+    mb_sb_init(&sb);
+    char line[512];
+    mb_budget_summary(b, line, sizeof line);
+    mb_sb_printf(&sb, "{\n  \"schema_version\": %d,\n", ESTIMATE_SCHEMA_VERSION);
+    json_setup(&sb, s, p);
+    mb_sb_puts(&sb, "  ");
+    mb_json_inference_signs(&sb, p->model, "  ");
+    mb_sb_puts(&sb, ",\n");
+    json_budget(&sb, b);
+    mb_sb_puts(&sb, ",\n  \"summary\": ");
+    mb_sb_json_str(&sb, line);
+    if (extra) mb_sb_puts(&sb, extra);
+    if (trace) json_trace(&sb, p, bytes, live);
+    mb_sb_puts(&sb, "\n}\n");
+    if (mb_sb_failed(&sb)) mb_fail(d, MB_E_NOMEM, "out of memory");
+    else *out = mb_sb_detach(&sb);
+    mb_sb_free(&sb);
+  }
+  free(bytes);
+  free(live);
+  return d->status;
+}
+
 MB_API int mb_estimate_json(const mb_model *m, mb_setup *s, int trace, char **out, mb_budget *budget) {
   if (!s || !out) return MB_E_INVALID_ARG;
   *out = NULL;
@@ -159,37 +195,13 @@ MB_API int mb_estimate_json(const mb_model *m, mb_setup *s, int trace, char **ou
   mb_diag_init(&d);
   mb_plan *p = NULL;
   mb_budget b;
-  uint64_t *bytes = NULL, *live = NULL;
-  if (mb_plan_build(m, s, &p, &d) == MB_OK && mb_estimate_plan(p, s, &b, &d) == MB_OK && trace) {
-    bytes = malloc(((size_t)p->n_ev + 1) * sizeof *bytes);
-    live = malloc(((size_t)p->n_ev + 1) * sizeof *live);
-    mb_run r;
-    if (!bytes || !live) mb_fail(&d, MB_E_NOMEM, "out of memory");
-    else mb_plan_run(p, s, b.batch_size, &r, bytes, live, &d);
+  if (mb_plan_build(m, s, &p, &d) == MB_OK && mb_estimate_plan(p, s, &b, &d) == MB_OK &&
+      mb_budget_document(s, p, &b, trace, NULL, out, &d) == MB_OK && budget &&
+      mb_fill_versioned(budget, &b, sizeof b, offsetof(mb_budget, at_peak))) {
+    mb_fail(&d, MB_E_INVALID_ARG, "mb_estimate_json: budget.struct_size is not set");
+    mb_free(*out);
+    *out = NULL;
   }
-  if (d.status == MB_OK) {
-    mb_strbuf sb;
-    mb_sb_init(&sb);
-    char line[512];
-    mb_budget_summary(&b, line, sizeof line);
-    mb_sb_printf(&sb, "{\n  \"schema_version\": %d,\n", ESTIMATE_SCHEMA_VERSION);
-    json_setup(&sb, s, p);
-    mb_sb_puts(&sb, "  ");
-    mb_json_inference_signs(&sb, m, "  ");
-    mb_sb_puts(&sb, ",\n");
-    json_budget(&sb, &b);
-    mb_sb_puts(&sb, ",\n  \"summary\": ");
-    mb_sb_json_str(&sb, line);
-    if (trace) json_trace(&sb, p, bytes, live);
-    mb_sb_puts(&sb, "\n}\n");
-    if (mb_sb_failed(&sb)) mb_fail(&d, MB_E_NOMEM, "out of memory");
-    else *out = mb_sb_detach(&sb);
-    if (budget && mb_fill_versioned(budget, &b, sizeof b, offsetof(mb_budget, at_peak)))
-      mb_fail(&d, MB_E_INVALID_ARG, "mb_estimate_json: budget.struct_size is not set");
-    mb_sb_free(&sb);
-  }
-  free(bytes);
-  free(live);
   mb_plan_free(p);
   if (d.status != MB_OK) snprintf(s->errmsg, sizeof s->errmsg, "%s", d.msg);
   return d.status;

@@ -39,6 +39,8 @@ MB_API size_t mb_struct_size(int which) {
     case MB_STRUCT_BUDGET: return sizeof(mb_budget);
     case MB_STRUCT_EVENT: return sizeof(mb_event);
     case MB_STRUCT_SHAPE_DESC: return sizeof(mb_shape_desc);
+    case MB_STRUCT_DEVICE_INFO: return sizeof(mb_device_info);
+    case MB_STRUCT_REPLAY: return sizeof(mb_replay);
     default: return 0;
   }
 }

@@ -55,6 +55,7 @@ MB_API void mb_setup_free(mb_setup *s) {
   free_list(s->train.checkpoint, s->train.n_checkpoint);
   free(s->bound);
   free(s->is_bound);
+  mb_setup_cuda_free(s);
   mb_arena_destroy(&s->arena);
   free(s);
 }
@@ -280,7 +281,7 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
     double f = 0;
     if (!strcmp(value, "0")) t->fragmentation = 0;
     else if ((rc = parse_fraction(s, key, value, 0.0, 0.9, &f)) == MB_OK) t->fragmentation = f;
-  } else {
+  } else if (!mb_setup_cuda_option(s, key, value, &rc)) {
     snprintf(s->errmsg, sizeof s->errmsg, "unknown setup option '%s'", key);
     return MB_E_INVALID_ARG;
   }

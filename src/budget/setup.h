@@ -33,6 +33,19 @@ typedef struct mb_train {
   const mb_model *teacher;
 } mb_train;
 
+/* The libraries measured mode loads at run time (src/cuda), in load order. */
+enum mb_cuda_lib {
+  MB_CUDA_LIB_RUNTIME, MB_CUDA_LIB_DRIVER, MB_CUDA_LIB_NVML, MB_CUDA_LIB_CUBLAS,
+  MB_CUDA_LIB_CUBLASLT, MB_CUDA_LIB_CUDNN, MB_CUDA_LIB_COUNT
+};
+
+/* Where measured mode finds those libraries and which device it measures (setup_cuda.c).
+ * lib[k]: NULL searches the usual names; "" does not load an optional library. */
+typedef struct mb_cuda_opts {
+  char *lib[MB_CUDA_LIB_COUNT];
+  int32_t device;
+} mb_cuda_opts;
+
 struct mb_setup {
   char **freeze;
   char **trainable;
@@ -47,11 +60,18 @@ struct mb_setup {
   bool *is_bound;
   size_t n_bound;
   mb_train train;
+  mb_cuda_opts cuda;
   char errmsg[1536];
 };
 
 /* Whether a parameter or embedding called `name` trains under s (NULL: everything trains). */
 bool mb_setup_trains(const mb_setup *s, const char *name);
+/* setup_cuda.c: the measured-mode keys of mb_setup_set. Returns 1 and sets *rc when key is
+ * one of them, else 0. */
+int mb_setup_cuda_option(mb_setup *s, const char *key, const char *value, int *rc);
+void mb_setup_cuda_free(mb_setup *s);
+/* The setup key naming library k ("cuda_runtime", ...). */
+const char *mb_cuda_lib_key(int k);
 /* The tensor bound to graph input k, or NULL. */
 const mb_const_tensor *mb_setup_bound_input(const mb_setup *s, size_t k);
 #endif

@@ -3,7 +3,7 @@
 #define MB_CLI_CLI_H
 #include <stdio.h>
 
-enum { MB_EXIT_OK = 0, MB_EXIT_INPUT = 1, MB_EXIT_USAGE = 2, MB_EXIT_NO_FIT = 3 };
+enum { MB_EXIT_OK = 0, MB_EXIT_INPUT = 1, MB_EXIT_USAGE = 2, MB_EXIT_NO_FIT = 3, MB_EXIT_NO_CUDA = 4 };
 
 /* Subcommands: argv[0] is the subcommand name. Return an exit code. */
 int mb_cmd_info(int argc, char **argv);
@@ -11,6 +11,7 @@ int mb_cmd_shapes(int argc, char **argv);
 int mb_cmd_ops(int argc, char **argv);
 int mb_cmd_estimate(int argc, char **argv);
 int mb_cmd_gpus(int argc, char **argv);
+int mb_cmd_measure(int argc, char **argv);
 #include "membudget/membudget.h"
 /* --dim NAME=VALUE into setup; returns an exit code. */
 int mb_cli_parse_dim(mb_setup *setup, const char *arg);
@@ -19,6 +20,15 @@ int mb_cli_parse_dim(mb_setup *setup, const char *arg);
  * it (advancing *i past its value), sets *rc (exit code) and returns 1; else returns 0. */
 enum { MB_CLI_TRAINABILITY = 1, MB_CLI_DIMS = 2 };
 int mb_cli_setup_flag(mb_setup *setup, int which, int argc, char **argv, int *i, int *rc);
+
+/* estimate's training flags (--optimizer, --precision, --gpu, ..., --ema, --cuda-device): if
+ * argv[*i] is one, applies it as mb_cli_setup_flag does and returns 1; *device_given is set
+ * for --gpu and --device-memory. */
+int mb_cli_training_flag(mb_setup *setup, int argc, char **argv, int *i, int *rc, int *device_given);
+/* Measured mode (cmd_measure.c): the MEMBUDGET_CUDA_RUNTIME, ... variables into the setup's
+ * cuda_* keys; then a measuring session, or MB_EXIT_NO_CUDA with the reason on stderr. */
+int mb_cli_cuda_env(mb_setup *setup);
+int mb_cli_measure_open(const mb_setup *setup, mb_measure **out);
 
 /* Print "membudget: <msg>" to stderr, a hint to run --help, and return MB_EXIT_USAGE. */
 #if defined(__GNUC__)

@@ -20,7 +20,7 @@ static const struct { const char *flag, *key; } value_flags[] = {
   {"--fragmentation", "fragmentation"}, {"--cublas-workspace", "cublas_workspace"},
   {"--rounding", "rounding"},       {"--backend", "backend"},
   {"--foreach", "foreach"},         {"--grad-sum", "grad_sum"},
-  {"--transformers", "transformers"},
+  {"--transformers", "transformers"}, {"--cuda-device", "cuda_device"},
 };
 /* Flags without a value that switch an option on. */
 static const struct { const char *flag, *key; } switch_flags[] = {
@@ -91,9 +91,10 @@ static void print_human(const char *path, const mb_model *m, const mb_budget *b,
   add_row(&t, "first step peak", b->first_step_peak, total);
   mb_table_rule(&t);
   add_row(&t, "allocated peak", b->allocated_peak, total);
-  add_row(&t, "fragmentation allowance", b->fragmentation, total);
+  add_row(&t, b->mode == MB_MODE_MEASURED ? "reserved, not allocated" : "fragmentation allowance", b->fragmentation,
+          total);
   add_row(&t, "reserved peak", b->reserved_peak, total);
-  add_row(&t, "CUDA context", b->context, total);
+  add_row(&t, b->mode == MB_MODE_MEASURED ? "context and libraries (measured)" : "CUDA context", b->context, total);
   add_row(&t, "device peak", b->device_peak, total);
   mb_table_print(&t, stdout, "");
   mb_table_free(&t);
@@ -131,30 +132,60 @@ static int set(mb_setup *s, const char *flag, const char *key, const char *value
   return MB_EXIT_OK;
 }
 
+int mb_cli_training_flag(mb_setup *s, int argc, char **argv, int *i, int *rc, int *device_given) {
+  const char *a = argv[*i];
+  for (size_t k = 0; k < sizeof value_flags / sizeof value_flags[0]; k++)
+    if (!strcmp(a, value_flags[k].flag)) {
+      if (*i + 1 >= argc) *rc = mb_cli_usage_error("%s needs a value", a);
+      else *rc = set(s, a, value_flags[k].key, argv[++*i]);
+      if (!strcmp(value_flags[k].key, "gpu") || !strcmp(value_flags[k].key, "device_memory")) *device_given = 1;
+      return 1;
+    }
+  for (size_t k = 0; k < sizeof switch_flags / sizeof switch_flags[0]; k++)
+    if (!strcmp(a, switch_flags[k].flag)) {
+      *rc = set(s, a, switch_flags[k].key, "1");
+      return 1;
+    }
+  return 0;
+}
+
+/* The measured budget's own lines: what was measured, beside the static figures. */
+static void print_measured(const mb_budget *b) {
+  char x[32], y[32], z[32];
+  printf("measured: the step replayed on the device; static estimate's device peak at this batch %s\n",
+         mb_fmt_bytes(x, sizeof x, b->static_device_peak));
+  printf("measured: device peak ~ %s + %s per sample", mb_fmt_bytes(x, sizeof x, b->measured_fixed),
+         mb_fmt_bytes(y, sizeof y, b->measured_per_sample));
+  printf("; other processes hold %s", mb_fmt_bytes(z, sizeof z, b->other_processes));
+  if (b->conv_workspace) printf("; largest cuDNN workspace %s", mb_fmt_bytes(x, sizeof x, b->conv_workspace));
+  printf("\n");
+}
+
+/* The static estimate, or with a measuring session the measured one. */
+static int estimate(mb_measure *meas, const mb_model *m, mb_setup *s, int json, int trace, char **doc, mb_budget *b) {
+  if (meas) return json ? mb_measure_estimate_json(meas, m, s, trace, doc, b) : mb_measure_estimate(meas, m, s, b);
+  return json ? mb_estimate_json(m, s, trace, doc, b) : mb_estimate(m, s, b);
+}
+
 int mb_cmd_estimate(int argc, char **argv) {
   const char *path = NULL, *teacher_path = NULL;
-  int json = 0, trace = 0, rc = MB_EXIT_OK, have_batch = 0, have_device = 0;
+  int json = 0, trace = 0, rc = MB_EXIT_OK, have_batch = 0, have_device = 0, measured = 0;
   mb_setup *setup = NULL;
   if (mb_setup_create(&setup) != MB_OK) return MB_EXIT_INPUT;
+  if ((rc = mb_cli_cuda_env(setup)) != MB_EXIT_OK) {
+    mb_setup_free(setup);
+    return rc;
+  }
   for (int i = 1; i < argc && rc == MB_EXIT_OK; i++) {
     const char *a = argv[i];
-    bool done = false;
-    for (size_t k = 0; k < sizeof value_flags / sizeof value_flags[0] && !done; k++)
-      if (!strcmp(a, value_flags[k].flag)) {
-        done = true;
-        if (i + 1 >= argc) rc = mb_cli_usage_error("%s needs a value", a);
-        else rc = set(setup, a, value_flags[k].key, argv[++i]);
-        have_device |= !strcmp(value_flags[k].key, "gpu") || !strcmp(value_flags[k].key, "device_memory");
-      }
-    for (size_t k = 0; k < sizeof switch_flags / sizeof switch_flags[0] && !done; k++)
-      if (!strcmp(a, switch_flags[k].flag)) {
-        done = true;
-        rc = set(setup, a, switch_flags[k].key, "1");
-      }
-    if (done) continue;
+    if (mb_cli_training_flag(setup, argc, argv, &i, &rc, &have_device)) continue;
     if (!strcmp(a, "--json")) json = 1;
     else if (!strcmp(a, "--trace")) trace = 1;
-    else if (!strcmp(a, "--teacher")) {
+    else if (!strcmp(a, "--mode")) {
+      if (i + 1 >= argc || (strcmp(argv[i + 1], "static") && strcmp(argv[i + 1], "measured")))
+        rc = mb_cli_usage_error("--mode needs static or measured");
+      else measured = !strcmp(argv[++i], "measured");
+    } else if (!strcmp(a, "--teacher")) {
       if (i + 1 >= argc) rc = mb_cli_usage_error("--teacher needs a model");
       else teacher_path = argv[++i];
     } else if (mb_cli_setup_flag(setup, MB_CLI_TRAINABILITY | MB_CLI_DIMS, argc, argv, &i, &rc)) {
@@ -169,7 +200,7 @@ int mb_cmd_estimate(int argc, char **argv) {
   }
   if (rc == MB_EXIT_OK && !path) rc = mb_cli_usage_error("estimate: no model given");
   if (rc == MB_EXIT_OK && trace && !json) rc = mb_cli_usage_error("--trace goes with --json");
-  if (rc == MB_EXIT_OK && !have_batch && !have_device)
+  if (rc == MB_EXIT_OK && !have_batch && !have_device && !measured) /* measured: the device's own */
     rc = mb_cli_usage_error("estimate: give a GPU (--gpu NAME) or its memory (--device-memory SIZE) "
                             "to solve the batch size for, or a batch size (--batch N)");
   if (rc != MB_EXIT_OK) {
@@ -177,29 +208,34 @@ int mb_cmd_estimate(int argc, char **argv) {
     return rc;
   }
   mb_model *m = NULL, *teacher = NULL;
+  mb_measure *meas = NULL;
   mb_budget b = {.struct_size = sizeof b};
   char *doc = NULL;
+  int st = MB_OK;
   if (mb_model_load_file(path, &m) != MB_OK) {
     fprintf(stderr, "membudget: %s\n", mb_model_errmsg(m));
     rc = MB_EXIT_INPUT;
   } else if (teacher_path && mb_model_load_file(teacher_path, &teacher) != MB_OK) {
     fprintf(stderr, "membudget: teacher: %s\n", mb_model_errmsg(teacher));
     rc = MB_EXIT_INPUT;
-  } else if (mb_setup_set_teacher(setup, teacher),
-             (json ? mb_estimate_json(m, setup, trace, &doc, &b) : mb_estimate(m, setup, &b)) != MB_OK) {
+  } else if (measured && (rc = mb_cli_measure_open(setup, &meas)) != MB_EXIT_OK) {
+    /* the reason is on stderr */
+  } else if (mb_setup_set_teacher(setup, teacher), (st = estimate(meas, m, setup, json, trace, &doc, &b)) != MB_OK) {
     fprintf(stderr, "membudget: %s: %s\n", path, mb_setup_errmsg(setup));
-    rc = MB_EXIT_INPUT;
+    rc = st == MB_E_NO_CUDA ? MB_EXIT_NO_CUDA : MB_EXIT_INPUT;
   } else {
     char summary[512];
     mb_budget_summary(&b, summary, sizeof summary);
     if (json) fputs(doc, stdout);
     else print_human(path, m, &b, summary);
+    if (!json && b.mode == MB_MODE_MEASURED) print_measured(&b);
     if (b.fits == 0) {
       explain_no_fit(&b);
       rc = MB_EXIT_NO_FIT;
     }
   }
   mb_free(doc);
+  mb_measure_free(meas);
   mb_model_free(teacher);
   mb_model_free(m);
   mb_setup_free(setup);

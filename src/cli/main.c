@@ -1,5 +1,6 @@
 /* membudget: the command-line front end. Data goes to stdout, diagnostics to stderr.
- * Exit codes: 0 ok, 1 error in the input, 2 usage error, 3 does not fit. */
+ * Exit codes: 0 ok, 1 error in the input, 2 usage error, 3 does not fit, 4 no CUDA (measured
+ * mode without a usable CUDA runtime, driver or device). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,7 +34,7 @@ static const char USAGE[] =
   "           [--grad-accumulation N] [--master-weights] [--context SIZE]\n"
   "           [--fragmentation F] [--cublas-workspace SIZE] [--rounding N]\n"
   "           [--backend cuda|cpu] [--foreach 0|1] [--grad-sum inplace|copy]\n"
-  "           [--json [--trace]]\n"
+  "           [--mode static|measured] [--cuda-device N] [--json [--trace]]\n"
   "      simulates one training step (forward, loss, backward, optimizer step) and\n"
   "      prints where the memory goes. Without --batch it solves for the largest batch\n"
   "      size whose device peak fits utilization x device memory (exit 3 if even the\n"
@@ -41,6 +42,14 @@ static const char USAGE[] =
   "      not fit). Optimizers: sgd, sgd-momentum, adam, adamw, adam-amsgrad,\n"
   "      adamw-amsgrad, adamw-8bit, adafactor, lion, rmsprop, adagrad. --checkpoint\n"
   "      globs match module paths of node names (e.g. '/layers.*'). SIZE: 80GiB, 24GB.\n"
+  "      --mode measured replays the step on the CUDA device and solves against its\n"
+  "      free memory now (device memory and GPU from the device unless given).\n"
+  "  measure MODEL.onnx [--batch N[,M...]]... [estimate's setup options] [--json]\n"
+  "      the CUDA device (name, memory, measured context and library handles) and the\n"
+  "      step replayed on it at each batch size (default 1 and 8) beside the static\n"
+  "      figures. The CUDA libraries are loaded at run time; MEMBUDGET_CUDA_RUNTIME,\n"
+  "      MEMBUDGET_CUDA_DRIVER, MEMBUDGET_NVML, MEMBUDGET_CUBLAS, MEMBUDGET_CUBLASLT,\n"
+  "      MEMBUDGET_CUDNN name them (a path; empty leaves an optional one out).\n"
   "  gpus\n"
   "      the built-in GPU table for --gpu.\n"
   "  ops\n"
@@ -53,7 +62,8 @@ static const char USAGE[] =
   "  --version         print the version and exit\n"
   "  --help, -h        print this help and exit\n"
   "\n"
-  "exit codes: 0 ok, 1 error in the input, 2 usage error, 3 does not fit\n";
+  "exit codes: 0 ok, 1 error in the input, 2 usage error, 3 does not fit,\n"
+  "            4 no CUDA (measured mode: no CUDA runtime, driver or device)\n";
 
 int mb_cli_usage_error(const char *fmt, ...) {
   va_list ap;
@@ -88,5 +98,6 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "ops")) return mb_cmd_ops(argc - 1, argv + 1);
   if (!strcmp(cmd, "estimate")) return mb_cmd_estimate(argc - 1, argv + 1);
   if (!strcmp(cmd, "gpus")) return mb_cmd_gpus(argc - 1, argv + 1);
+  if (!strcmp(cmd, "measure")) return mb_cmd_measure(argc - 1, argv + 1);
   return mb_cli_usage_error("unknown command '%s'", cmd);
 }

@@ -104,10 +104,12 @@ def test_python_side_misuse():
             membudget.estimate(m, batch=2, optimizer=["sgd"])
         with pytest.raises(TypeError):
             membudget.estimate(m, batch=2, not_an_option=1)
-        with pytest.raises(NotImplementedError, match="measured"):
-            membudget.estimate(m, batch=2, mode="measured")
-        with pytest.raises(NotImplementedError, match="measured"):
-            membudget.compute_batch_size(m, gpu="t4", mode="measured")
+        # measured mode without a CUDA runtime (or in a build without CUDA): the library's reason
+        nowhere = {"cuda_runtime": "/nonexistent/libcudart.so.13"}
+        with pytest.raises(membudget.NoCudaError, match="libcudart|without CUDA"):
+            membudget.estimate(m, batch=2, mode="measured", options=nowhere)
+        with pytest.raises(membudget.NoCudaError, match="libcudart|without CUDA"):
+            membudget.compute_batch_size(m, mode="measured", options=nowhere)
         with pytest.raises(ValueError, match="mode"):
             membudget.estimate(m, batch=2, mode="fast")
         with pytest.raises(ValueError, match="device"):

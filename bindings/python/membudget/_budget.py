@@ -77,7 +77,7 @@ class Budget:
     the batch size is solved for). ``str(budget)`` is the one-line MemoryBudget(...) summary.
     """
 
-    mode: str                 # "static" (measured mode is not built yet)
+    mode: str                 # "static", or "measured" (the step replayed on the CUDA device)
     batch_size: int           # the micro-batch: solved, or the one asked for
     grad_accumulation: int
     solved: bool              # batch_size came from the search
@@ -119,6 +119,9 @@ class Budget:
     summary: str = field(default="", compare=False, repr=False)
     setup: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     trace: Optional[Tuple[TraceEvent, ...]] = field(default=None, compare=False, repr=False)
+    # mode "measured": the JSON's "measured" object (fixed, per_sample, static_device_peak,
+    # other_processes, conv_workspace, matmul_workspace, device); None in static mode
+    measured: Optional[Mapping[str, Any]] = field(default=None, compare=False, repr=False)
 
     @property
     def effective_batch_size(self) -> int:
@@ -174,7 +177,8 @@ _BYTE_NAMES = frozenset([name for name, _ in BYTE_FIELDS] + ["available", "total
 
 
 def from_struct(b: _lib.BudgetStruct, setup: Mapping[str, Any],
-                trace: Optional[Sequence[Mapping[str, Any]]]) -> Budget:
+                trace: Optional[Sequence[Mapping[str, Any]]],
+                measured: Optional[Mapping[str, Any]] = None) -> Budget:
     """A Budget from the library's mb_budget (the typed source of every number)."""
     buf = ctypes.create_string_buffer(512)
     need = lib.mb_budget_summary(ctypes.byref(b), buf, len(buf))
@@ -198,4 +202,5 @@ def from_struct(b: _lib.BudgetStruct, setup: Mapping[str, Any],
         summary=_lib.text(buf.value),
         setup=dict(setup),
         trace=events,
+        measured=dict(measured) if measured is not None else None,
     )

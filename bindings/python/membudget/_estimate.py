@@ -6,7 +6,7 @@ import json
 from contextlib import ExitStack
 from typing import Any, Iterable, List, Mapping, Optional, Tuple, Union
 
-from . import _lib
+from . import _lib, _measure
 from ._budget import Budget, format_bytes, from_struct
 from ._errors import DoesNotFitError, error_for
 from ._lib import lib
@@ -18,13 +18,8 @@ Size = Union[int, str]  # bytes, or a size with a unit: "80GiB", "24GB"
 
 
 def check_mode(mode: str) -> None:
-    """Only the static mode is built: say so instead of quietly estimating statically."""
-    if mode == "static":
-        return
-    if mode == "measured":
-        raise NotImplementedError("mode='measured' (a forward pass measured on the GPU) is not built in this "
-                                  "libmembudget: only mode='static' is available")
-    raise ValueError(f"mode must be 'static' or 'measured', not {mode!r}")
+    if mode not in ("static", "measured"):
+        raise ValueError(f"mode must be 'static' or 'measured', not {mode!r}")
 
 
 def _model(stack: ExitStack, source: Union[Model, Source]) -> Model:
@@ -81,7 +76,7 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
              "accept_inference_graph": accept_inference_graph}
     opts += [(k, v) for k, v in named.items() if v is not None]
     opts += [("checkpoint", g) for g in ((checkpoint,) if isinstance(checkpoint, str) else (checkpoint or ()))]
-    if batch is None and gpu is None and device_memory is None and not any(
+    if mode == "static" and batch is None and gpu is None and device_memory is None and not any(
             k in ("gpu", "device_memory") for k, _ in opts):
         raise ValueError("estimate: give a GPU (gpu=NAME) or its memory (device_memory=SIZE) to solve the "
                          "batch size for, or a batch size (batch=N)")
@@ -94,11 +89,15 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
                                            trainable=trainable, options=opts, teacher=t))
         b = _lib.new(_lib.BudgetStruct)
         doc = ctypes.c_void_p()
-        status = lib.mb_estimate_json(m, s, 1 if trace else 0, ctypes.byref(doc), ctypes.byref(b))
+        if mode == "measured":
+            meas = stack.enter_context(_measure.session(s))
+            status = lib.mb_measure_estimate_json(meas, m, s, 1 if trace else 0, ctypes.byref(doc), ctypes.byref(b))
+        else:
+            status = lib.mb_estimate_json(m, s, 1 if trace else 0, ctypes.byref(doc), ctypes.byref(b))
         if status != 0:
             raise error_for(status, _lib.text(lib.mb_setup_errmsg(s)), "estimate failed")
     parsed: Mapping[str, Any] = json.loads(_lib.take_string(doc))
-    return from_struct(b, parsed.get("setup", {}), parsed.get("trace") if trace else None)
+    return from_struct(b, parsed.get("setup", {}), parsed.get("trace") if trace else None, parsed.get("measured"))
 
 
 def compute_batch_size(model: Union[Model, Source], *, gpu: Optional[str] = None,
@@ -112,12 +111,12 @@ def compute_batch_size(model: Union[Model, Source], *, gpu: Optional[str] = None
 
     Raises DoesNotFitError (with ``.budget`` at min_batch_size) when even min_batch_size does
     not fit: a pipeline should not start a job that cannot run. ``kwargs`` are estimate()'s
-    (optimizer, precision, dims, freeze, ...). mode="measured" raises NotImplementedError: only
-    the static mode is built."""
+    (optimizer, precision, dims, freeze, ...). ``mode="measured"`` solves on the CUDA device by
+    replays (see estimate()); the device then needs no naming."""
     check_mode(mode)
     if "batch" in kwargs:
         raise TypeError("compute_batch_size() solves for the batch size: use estimate(batch=...) for a given one")
-    if gpu is None and device_memory is None:
+    if mode == "static" and gpu is None and device_memory is None:
         raise ValueError("compute_batch_size: give the device: gpu=NAME (see membudget.gpus()) or "
                          "device_memory=SIZE")
     if min_batch_size > max_batch_size:

@@ -39,6 +39,8 @@ STRUCT_ACCOUNTING = 3
 STRUCT_BUDGET = 4
 STRUCT_EVENT = 5
 STRUCT_SHAPE_DESC = 6
+STRUCT_DEVICE_INFO = 7
+STRUCT_REPLAY = 8
 
 
 # ---------------------------------------------------------------- opaque handles
@@ -56,6 +58,10 @@ class ShapesPtr(c_void_p):
 
 
 class TracePtr(c_void_p):
+    pass
+
+
+class MeasurePtr(c_void_p):
     pass
 
 
@@ -107,11 +113,16 @@ BUDGET_U64_FIELDS = (
 )
 
 
+# Appended after at_peak: measured mode's figures (0 in static mode).
+BUDGET_MEASURED_FIELDS = ("measured_fixed", "measured_per_sample", "static_device_peak", "other_processes",
+                          "conv_workspace", "matmul_workspace")
+
 _BUDGET_FIELDS: List[Tuple[str, Any]] = (
     [("struct_size", c_uint32), ("mode", c_int32), ("batch_size", c_int64), ("grad_accumulation", c_int64),
      ("fits", c_int32), ("solved", c_int32), ("peak_phase", c_int32), ("reserved_", c_int32)]
     + [(name, c_uint64) for name in BUDGET_U64_FIELDS]
-    + [("available", c_int64), ("at_peak", c_uint64 * CAT_COUNT)])
+    + [("available", c_int64), ("at_peak", c_uint64 * CAT_COUNT)]
+    + [(name, c_uint64) for name in BUDGET_MEASURED_FIELDS])
 
 
 class BudgetStruct(Structure):
@@ -126,9 +137,29 @@ class Event(Structure):
                 ("storage", c_int32)]
 
 
+class DeviceInfo(Structure):
+    """mb_device_info"""
+    _fields_ = [("struct_size", c_uint32), ("ordinal", c_int32), ("name", c_char_p), ("gpu", c_char_p),
+                ("cc_major", c_int32), ("cc_minor", c_int32), ("runtime_version", c_int32),
+                ("driver_version", c_int32), ("total_memory", c_uint64), ("free_before", c_uint64),
+                ("free_after_context", c_uint64), ("free_now", c_uint64), ("context", c_uint64),
+                ("cublas", c_uint64), ("cudnn", c_uint64), ("other_processes", c_uint64),
+                ("context_measured", c_int32), ("runtime_path", c_char_p), ("notes", c_char_p)]
+
+
+class Replay(Structure):
+    """mb_replay"""
+    _fields_ = [("struct_size", c_uint32), ("fits", c_int32), ("batch", c_int64), ("allocated_peak", c_uint64),
+                ("reserved_peak", c_uint64), ("device_bytes", c_uint64), ("device_peak", c_uint64),
+                ("forward_device_bytes", c_uint64), ("static_allocated_peak", c_uint64),
+                ("static_reserved_peak", c_uint64), ("static_device_peak", c_uint64),
+                ("conv_workspace", c_uint64), ("matmul_workspace", c_uint64), ("segments", c_int64),
+                ("convs", c_int64), ("matmuls", c_int64), ("seconds", ctypes.c_double)]
+
+
 MIRRORED = ((STRUCT_TENSOR_DESC, TensorDesc), (STRUCT_INITIALIZER_DESC, InitializerDesc),
             (STRUCT_ACCOUNTING, Accounting), (STRUCT_BUDGET, BudgetStruct), (STRUCT_EVENT, Event),
-            (STRUCT_SHAPE_DESC, ShapeDesc))
+            (STRUCT_SHAPE_DESC, ShapeDesc), (STRUCT_DEVICE_INFO, DeviceInfo), (STRUCT_REPLAY, Replay))
 
 
 S = TypeVar("S", bound=Structure)
@@ -221,6 +252,15 @@ PROTOTYPES = {
     "mb_trace_free": (None, [TracePtr]),
     "mb_trace_num_events": (c_size_t, [TracePtr]),
     "mb_trace_event": (c_int, [TracePtr, c_size_t, _P(Event)]),
+    # measured mode
+    "mb_measure_create": (c_int, [SetupPtr, _P(MeasurePtr)]),
+    "mb_measure_free": (None, [MeasurePtr]),
+    "mb_measure_errmsg": (c_char_p, [MeasurePtr]),
+    "mb_measure_device": (c_int, [MeasurePtr, _P(DeviceInfo)]),
+    "mb_measure_run": (c_int, [MeasurePtr, ModelPtr, SetupPtr, c_int64, _P(Replay)]),
+    "mb_measure_estimate": (c_int, [MeasurePtr, ModelPtr, SetupPtr, _P(BudgetStruct)]),
+    "mb_measure_estimate_json": (c_int, [MeasurePtr, ModelPtr, SetupPtr, c_int, _P(c_void_p), _P(BudgetStruct)]),
+    "mb_measure_json": (c_int, [MeasurePtr, ModelPtr, SetupPtr, _P(c_int64), c_size_t, _P(c_void_p)]),
 }
 
 

@@ -25,7 +25,9 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("membudget.torch needs PyTorch (pip install torch); membudget itself does not") from e
 
+from . import _measured
 from ._budget import Budget
+from ._measured import MeasuredBatch, measure  # noqa: F401  (measured mode, re-exported)
 from ._errors import ExportError
 from ._estimate import compute_batch_size as _compute_batch_size
 from ._estimate import estimate as _estimate
@@ -94,6 +96,10 @@ def estimate(module: "_torch.nn.Module", example_inputs: Inputs, *, opset_versio
 def compute_batch_size(module: "_torch.nn.Module", example_inputs: Inputs, *, opset_version: int = 17,
                        **kwargs: Any) -> int:
     """``membudget.compute_batch_size()`` of the exported module (gpu or device_memory,
-    target_utilization, min_batch_size, max_batch_size, multiple_of, and estimate()'s kwargs)."""
+    target_utilization, min_batch_size, max_batch_size, multiple_of, and estimate()'s kwargs).
+    ``mode="measured"``: real training steps on the GPU instead (membudget/_measured.py)."""
+    if kwargs.get("mode") == "measured":
+        kwargs.pop("mode")
+        return _measured.compute_batch_size(module, example_inputs, opset_version=opset_version, **kwargs)
     with load(module, example_inputs, opset_version=opset_version) as model:
         return _compute_batch_size(model, **kwargs)
