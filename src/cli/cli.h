@@ -25,6 +25,8 @@ int mb_cli_setup_flag(mb_setup *setup, int which, int argc, char **argv, int *i,
  * argv[*i] is one, applies it as mb_cli_setup_flag does and returns 1; *device_given is set
  * for --gpu and --device-memory. */
 int mb_cli_training_flag(mb_setup *setup, int argc, char **argv, int *i, int *rc, int *device_given);
+/* Apply --backend before every other option (it sets their defaults). */
+int mb_cli_backend_first(mb_setup *setup, int argc, char **argv);
 /* Measured mode (cmd_measure.c): the MEMBUDGET_CUDA_RUNTIME, ... variables into the setup's
  * cuda_* keys; then a measuring session, or MB_EXIT_NO_CUDA with the reason on stderr. */
 int mb_cli_cuda_env(mb_setup *setup);

@@ -132,11 +132,20 @@ static int set(mb_setup *s, const char *flag, const char *key, const char *value
   return MB_EXIT_OK;
 }
 
+/* --backend sets the defaults other options adjust (mb_setup_set's "backend"), so the command
+ * line applies it first, wherever it is written: `--foreach 1 --backend cpu` keeps foreach. */
+int mb_cli_backend_first(mb_setup *s, int argc, char **argv) {
+  for (int i = 1; i + 1 < argc; i++)
+    if (!strcmp(argv[i], "--backend")) return set(s, argv[i], "backend", argv[i + 1]);
+  return MB_EXIT_OK;
+}
+
 int mb_cli_training_flag(mb_setup *s, int argc, char **argv, int *i, int *rc, int *device_given) {
   const char *a = argv[*i];
   for (size_t k = 0; k < sizeof value_flags / sizeof value_flags[0]; k++)
     if (!strcmp(a, value_flags[k].flag)) {
       if (*i + 1 >= argc) *rc = mb_cli_usage_error("%s needs a value", a);
+      else if (!strcmp(value_flags[k].key, "backend")) ++*i; /* applied first (mb_cli_backend_first) */
       else *rc = set(s, a, value_flags[k].key, argv[++*i]);
       if (!strcmp(value_flags[k].key, "gpu") || !strcmp(value_flags[k].key, "device_memory")) *device_given = 1;
       return 1;
@@ -172,7 +181,7 @@ int mb_cmd_estimate(int argc, char **argv) {
   int json = 0, trace = 0, rc = MB_EXIT_OK, have_batch = 0, have_device = 0, measured = 0;
   mb_setup *setup = NULL;
   if (mb_setup_create(&setup) != MB_OK) return MB_EXIT_INPUT;
-  if ((rc = mb_cli_cuda_env(setup)) != MB_EXIT_OK) {
+  if ((rc = mb_cli_cuda_env(setup)) != MB_EXIT_OK || (rc = mb_cli_backend_first(setup, argc, argv)) != MB_EXIT_OK) {
     mb_setup_free(setup);
     return rc;
   }

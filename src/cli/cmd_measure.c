@@ -115,6 +115,7 @@ int mb_cmd_measure(int argc, char **argv) {
   mb_setup *setup = NULL;
   if (mb_setup_create(&setup) != MB_OK) return MB_EXIT_INPUT;
   rc = mb_cli_cuda_env(setup);
+  if (rc == MB_EXIT_OK) rc = mb_cli_backend_first(setup, argc, argv);
   for (int i = 1; i < argc && rc == MB_EXIT_OK; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--batch")) {

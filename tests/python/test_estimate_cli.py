@@ -103,3 +103,14 @@ def test_batch_dim_after_checkpoint(cli):
     b = run(cli, "estimate", MODELS / "resnet18.onnx", "--batch-dim", "batch", "--batch", "2",
             "--checkpoint", "/layer*", "--json", check=0)
     assert json.loads(a.stdout)["budget"] == json.loads(b.stdout)["budget"]
+
+
+def test_backend_is_applied_before_the_options_it_sets_defaults_for(cli):
+    """--backend cpu sets foreach 0 among its defaults; written after --foreach 1 it must not
+    undo it (the command line applies --backend first)."""
+    model = MODELS / "resnet18.onnx"
+    base = ["estimate", model, "--batch", "2", "--optimizer", "adamw", "--json"]
+    a = json.loads(run(cli, *base, "--foreach", "1", "--backend", "cpu", check=0).stdout)
+    b = json.loads(run(cli, *base, "--backend", "cpu", "--foreach", "1", check=0).stdout)
+    assert a["setup"]["foreach"] is True and a["setup"]["backend"] == "cpu"
+    assert a["budget"]["optimizer_peak"] == b["budget"]["optimizer_peak"]
