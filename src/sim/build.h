@@ -24,7 +24,8 @@ typedef struct mb_lnode {
   int32_t *src_slot;      /* per input: the storage a copy was made from (read too), or -1 */
   int32_t *out_slot;      /* per output: its storage (-1 omitted) */
   bool *out_new;          /* per output: a storage this node allocates (not a view) */
-  int32_t stats_slot;     /* fp32 statistics / masks / indices kept for backward, or -1 */
+  int32_t stats_slot[2];  /* fp32 statistics / masks / indices kept for backward (norms keep
+                           * mean and rstd as two tensors), -1 when unused */
   int32_t saved[MB_LN_MAX_SAVED];
   int32_t n_saved;
   bool record;            /* autograd records it: some input requires grad */
@@ -46,10 +47,8 @@ typedef struct mb_model_state {
   bool *rg;               /* per value: requires grad */
   bool *host;             /* per value: a host value in PyTorch (shapes, Python scalars) */
   bool *trainable_init;   /* per value: an initializer that trains */
-  const int32_t **perm;   /* per value: a permuted view's dims order, or NULL */
-  bool *bcast;            /* per value: a view with broadcast (stride-0) dims from an Expand */
-  int8_t *narrow;         /* per value: the axis a slice narrowed (its outer dims no longer
-                           * merge with it), or -1; only for unpermuted views */
+  int64_t **strides;      /* per value: its strides when not contiguous (sim/strides.h), else
+                           * NULL */
   mb_lnode *ln;
   int32_t n_ln;
   mb_fusion fusion;

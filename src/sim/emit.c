@@ -87,7 +87,8 @@ static int forward_node(emitter *e, int model, const mb_lnode *ln, bool keep_sav
     if (ln->cast_slot[i] >= 0) ev(e, 1, model, map(e, ln->cast_slot[i]), node);
   for (int32_t j = 0; j < ln->n_out; j++)
     if (ln->out_new[j]) ev(e, 1, model, map(e, ln->out_slot[j]), node);
-  if (ln->stats_slot >= 0) ev(e, 1, model, map(e, ln->stats_slot), node);
+  for (int k = 0; k < 2; k++)
+    if (ln->stats_slot[k] >= 0) ev(e, 1, model, map(e, ln->stats_slot[k]), node);
   if (keep_saved)
     for (int32_t k = 0; k < ln->n_saved; k++) hold(e, map(e, ln->saved[k]));
   for (int32_t i = 0; i < 2 * ln->n_in; i++) {
@@ -99,7 +100,9 @@ static int forward_node(emitter *e, int model, const mb_lnode *ln, bool keep_sav
   }
   for (int32_t j = 0; j < ln->n_out; j++)
     if (ln->out_new[j] && slot(e, map(e, ln->out_slot[j]))->refs == 0) ev(e, 0, model, map(e, ln->out_slot[j]), node);
-  if (ln->stats_slot >= 0 && slot(e, map(e, ln->stats_slot))->refs == 0) ev(e, 0, model, map(e, ln->stats_slot), node);
+  for (int k = 0; k < 2; k++)
+    if (ln->stats_slot[k] >= 0 && slot(e, map(e, ln->stats_slot[k]))->refs == 0)
+      ev(e, 0, model, map(e, ln->stats_slot[k]), node);
   return e->b->d->status;
 }
 
@@ -173,7 +176,8 @@ static int recompute(emitter *e, segment *sg, int32_t id) {
       if (ln->cast_slot[j] >= 0) made[n++] = ln->cast_slot[j];
     for (int32_t j = 0; j < ln->n_out && n < 24; j++)
       if (ln->out_new[j]) made[n++] = ln->out_slot[j];
-    if (ln->stats_slot >= 0 && n < 24) made[n++] = ln->stats_slot;
+    for (int k = 0; k < 2; k++)
+      if (ln->stats_slot[k] >= 0 && n < 24) made[n++] = ln->stats_slot[k];
     for (int32_t k = 0; k < n; k++) {
       mb_slot copy = *slot(e, made[k]);
       int32_t s = mb_slot_new(b, 0, copy.rule, copy.category, copy.ref, copy.dtype, copy.name);

@@ -11,6 +11,7 @@
 #include "onnx/origin.h"
 #include "passes/inference.h"
 #include "sim/build.h"
+#include "sim/strides.h"
 #include "util/glob.h"
 
 #define PERSISTENT MB_PERSISTENT
@@ -103,104 +104,105 @@ static int bind_leaves(mb_builder *b, int model) {
   return MB_OK;
 }
 
-/* ---- contiguity: permuted views and the copies they force ---- */
+/* ---- layout: which views need no copy (sim/strides.h) ---- */
 
-/* A permutation that only moves size-1 dims keeps the tensor contiguous. dims: the view's. */
-static bool moves_data(const int32_t *perm, const int64_t *dims, int32_t rank) {
-  int32_t last = -1;
-  for (int32_t i = 0; i < rank; i++) {
-    if (dims[i] == 1) continue;
-    if (perm[i] < last) return true;
-    last = perm[i];
+static int32_t node_axis(const mb_node *n, int32_t rank, int64_t dflt) {
+  int64_t a = dflt;
+  for (int32_t i = 0; i < n->n_attrs; i++)
+    if (!strcmp(n->attrs[i].name, "axis")) a = n->attrs[i].i;
+  if (a < 0) a += rank;
+  return a >= 0 && a < rank ? (int32_t)a : -1;
+}
+
+/* Strides to keep for value o: NULL when contiguous (the common case costs nothing). */
+static int64_t *keep_strides(mb_builder *b, const mb_model_state *ms, int32_t o, const int64_t *st) {
+  const mb_tinfo *t = &ms->t[o];
+  if (!st || t->rank <= 0 || mb_strides_is_contiguous(t->dims, st, t->rank)) return NULL;
+  int64_t *k = mb_arena_array(&b->a, (size_t)t->rank, sizeof(int64_t));
+  if (k) memcpy(k, st, (size_t)t->rank * sizeof(int64_t));
+  return k;
+}
+
+static bool is_contiguous(const mb_model_state *ms, int32_t v) {
+  return v < 0 || mb_strides_is_contiguous(ms->t[v].dims, ms->strides[v], ms->t[v].rank);
+}
+
+/* The strides of view output y of logical node ln (x its input 0) into st; false when no view
+ * of x has y's shape: the op copies. */
+static bool view_strides(const mb_model_state *ms, const mb_lnode *ln, const mb_node *n, int32_t y,
+                         int64_t *st) {
+  int32_t x = ln->in[0];
+  if (is_op(n, "SequenceAt")) { /* an element of a split: a view of what was split */
+    int32_t pn = ms->g->values[x].kind == MB_VALUE_NODE_OUTPUT ? ms->g->values[x].producer : -1;
+    if (pn < 0 || !is_op(&ms->g->nodes[pn], "SplitToSequence")) return true;
+    x = ms->g->nodes[pn].inputs[0];
   }
-  return false;
-}
-
-/* The layout of transposing x into y: x's permutation composed with the transpose's (the
- * node's perm attribute; swap_last2 for a transpose(-2, -1) the exporter wrote as
- * Reshape-Transpose-Reshape). NULL when the result is laid out contiguously. */
-static const int32_t *compose_perm(mb_builder *b, const mb_model_state *ms, const mb_node *n, int32_t x,
-                                   int32_t y, bool swap_last2) {
-  int32_t rank = x >= 0 ? ms->t[x].rank : -1;
-  if (rank <= 0 || rank > 16) return NULL;
-  int32_t *p = mb_arena_array(&b->a, (size_t)rank, sizeof(int32_t));
-  if (!p) return NULL;
-  const mb_attr *at = NULL;
-  for (int32_t i = 0; i < n->n_attrs && !swap_last2; i++)
-    if (!strcmp(n->attrs[i].name, "perm")) at = &n->attrs[i];
-  bool identity = true;
-  for (int32_t i = 0; i < rank; i++) {
-    int64_t q = swap_last2 ? (i < rank - 2 ? i : 2 * rank - 3 - i)
-              : at && at->n_ints == (uint64_t)rank ? at->ints[i] : rank - 1 - i;
-    if (q < 0 || q >= rank) return NULL;
-    p[i] = ms->perm[x] ? ms->perm[x][q] : (int32_t)q;
-    identity &= p[i] == i;
+  const mb_tinfo *tx = &ms->t[x], *ty = &ms->t[y];
+  if (tx->rank < 0 || ty->rank < 0 || tx->rank > 64 || ty->rank > 64) return true;
+  int64_t xs[64];
+  if (ms->strides[x]) memcpy(xs, ms->strides[x], (size_t)tx->rank * sizeof *xs);
+  else mb_strides_contiguous(tx->dims, tx->rank, xs);
+  int32_t r = tx->rank;
+  if (ln->rule == MB_G_TRANSPOSE || ln->rule == MB_G_TRANSPOSE_LAST2) {
+    const mb_attr *at = NULL;
+    for (int32_t i = 0; i < n->n_attrs && ln->rule == MB_G_TRANSPOSE; i++)
+      if (!strcmp(n->attrs[i].name, "perm")) at = &n->attrs[i];
+    if (ty->rank != r) return true;
+    for (int32_t i = 0; i < r; i++) {
+      int64_t q = ln->rule == MB_G_TRANSPOSE_LAST2 ? (i < r - 2 ? i : 2 * r - 3 - i)
+                : at && at->n_ints == (uint64_t)r ? at->ints[i] : r - 1 - i;
+      st[i] = q >= 0 && q < r ? xs[q] : 0;
+    }
+    return true;
   }
-  if (!identity && y >= 0 && ms->t[y].rank == rank && !moves_data(p, ms->t[y].dims, rank)) identity = true;
-  return identity ? NULL : p;
-}
-
-/* TensorIterator lays an elementwise result out like its first input of the result's shape
- * (a broadcast input does not decide): q * cos of a transposed q is transposed too. */
-static const int32_t *pointwise_layout(const mb_model_state *ms, const mb_lnode *ln, int32_t o) {
-  const mb_tinfo *y = &ms->t[o];
-  for (int32_t i = 0; i < ln->n_in; i++) {
-    int32_t v = ln->in[i];
-    if (v < 0 || ms->host[v] || ms->t[v].rank != y->rank) continue;
-    if (memcmp(ms->t[v].dims, y->dims, (size_t)y->rank * sizeof *y->dims)) continue;
-    return ms->perm[v];
+  if (ln->rule == MB_G_EXPAND) {
+    mb_strides_expand(tx->dims, xs, r, ty->dims, ty->rank, st);
+    return true;
   }
-  return NULL;
-}
-
-/* at::matmul folds leading dims with reshape(); it copies when they cannot merge. */
-static bool fold_copies(const int32_t *perm, int32_t merged) {
-  if (!perm) return false;
-  for (int32_t i = 0; i + 1 < merged; i++)
-    if (perm[i + 1] != perm[i] + 1) return true;
-  return false;
-}
-
-/* Narrowed views. A slice along axis k of a contiguous tensor (split, chunk) keeps the parent's
- * strides: axis k-1 steps over the whole parent row, so k-1 and k can no longer merge in a
- * view. Reshapes that keep that boundary are views; one that merges across it copies (the
- * reshape of q/k/v chunks into heads in nn.MultiheadAttention, for example). */
-enum { NARROW_NONE = -1 };
-
-/* The axis a Slice/Split output is narrowed at: the innermost axis that shrank with a larger
- * dim before it; NARROW_NONE when the output is contiguous (only leading axes shrank). */
-static int8_t narrowed_axis(const mb_tinfo *x, const mb_tinfo *y) {
-  if (x->rank != y->rank || x->rank <= 1 || x->rank > 64) return NARROW_NONE;
-  int8_t k = NARROW_NONE;
-  for (int32_t i = 1; i < x->rank; i++)
-    if (y->dims[i] < x->dims[i]) k = (int8_t)i;
-  if (k == NARROW_NONE) return k;
-  int64_t outer = 1;
-  for (int32_t i = 0; i < k; i++) outer *= y->dims[i];
-  return outer > 1 ? k : NARROW_NONE;
-}
-
-/* For a reshape of x (narrowed at k) into y: the axis of y that starts where x's axis k starts,
- * or NARROW_NONE when no axis boundary of y falls there (the reshape merges across it). */
-static int8_t reshape_keeps_boundary(const mb_tinfo *x, int8_t k, const mb_tinfo *y) {
-  int64_t before = 1, acc = 1;
-  for (int32_t i = 0; i < k; i++) before *= x->dims[i];
-  for (int32_t j = 0; j < y->rank && j < 64; j++) {
-    if (acc == before) return (int8_t)j;
-    if (acc > before) break;
-    acc *= y->dims[j];
+  /* slices keep the parent's strides (a narrowed view); selects and unbinds drop the axis */
+  bool slice = ln->rule == MB_G_SLICE || is_op(n, "SequenceAt");
+  if (slice && ty->rank == r) {
+    memcpy(st, xs, (size_t)r * sizeof *xs);
+    return true;
   }
-  return NARROW_NONE;
+  if (slice && ty->rank == r - 1) {
+    int32_t axis = is_op(n, "Gather") ? node_axis(n, r, 0) : -1;
+    if (axis < 0) { /* SequenceAt of an unbind: the axis of the split */
+      int32_t sv = ln->in[0];
+      int32_t pn = ms->g->values[sv].kind == MB_VALUE_NODE_OUTPUT ? ms->g->values[sv].producer : -1;
+      axis = pn >= 0 ? node_axis(&ms->g->nodes[pn], r, 0) : 0;
+    }
+    for (int32_t i = 0, j = 0; i < r; i++)
+      if (i != axis && j < ty->rank) st[j++] = xs[i];
+    return true;
+  }
+  /* reshape, flatten, (un)squeeze, identity: Tensor.view's rule */
+  return mb_strides_view(tx->dims, xs, r, ty->dims, ty->rank, st);
 }
 
+/* at::matmul folds an operand's leading dims with reshape(): it copies when they cannot merge
+ * (a [B, L, H, D] memory read as [B, H, L, D], a narrowed chunk of a fused projection). */
 static bool matmul_operand_copies(const mb_model_state *ms, const mb_lnode *ln, int i) {
   int32_t a = ln->in[i], o = ln->in[1 - i];
-  if (a < 0 || o < 0) return false;
-  int32_t ra = ms->t[a].rank, ro = ms->t[o].rank;
-  if (ra < 3) return false;
-  int32_t merged = (i == 0 && ro == 2) ? ra - 1 : ra - 2;
-  if (ms->narrow[a] > 0 && ms->narrow[a] < merged) return true; /* folds across the narrowed axis */
-  return fold_copies(ms->perm[a], merged);
+  if (a < 0 || o < 0 || !ms->strides[a]) return false;
+  const mb_tinfo *ta = &ms->t[a];
+  int32_t ra = ta->rank, ro = ms->t[o].rank;
+  if (ra < 3 || ra > 64) return false;
+  int64_t fold[3], st[3];
+  int32_t fr;
+  if (i == 0 && ro == 2) { /* [..., k] -> [prod(...), k] */
+    fold[0] = 1;
+    for (int32_t d = 0; d < ra - 1; d++) fold[0] *= ta->dims[d];
+    fold[1] = ta->dims[ra - 1];
+    fr = 2;
+  } else { /* [..., m, k] -> [prod(...), m, k] */
+    fold[0] = 1;
+    for (int32_t d = 0; d < ra - 2; d++) fold[0] *= ta->dims[d];
+    fold[1] = ta->dims[ra - 2];
+    fold[2] = ta->dims[ra - 1];
+    fr = 3;
+  }
+  return !mb_strides_view(ta->dims, ms->strides[a], ra, fold, fr, st);
 }
 
 /* ---- statistics kept for backward ---- */
@@ -211,7 +213,8 @@ static int64_t attr_i(const mb_node *n, const char *name, int64_t dflt) {
   return dflt;
 }
 
-static int stats_slot(mb_builder *b, int model, mb_lnode *ln, int stats) {
+/* One statistics tensor of a node (half of a pair when `half`). */
+static int stats_slot(mb_builder *b, int model, mb_lnode *ln, int stats, bool half) {
   mb_model_state *ms = &b->ms[model];
   const mb_node *n = &ms->g->nodes[ln->node];
   int32_t x = ln->in[0], y = ln->out[0];
@@ -241,9 +244,10 @@ static int stats_slot(mb_builder *b, int model, mb_lnode *ln, int stats) {
       name = "dropout mask";
       break;
     case MB_STATS_LSE:
-      /* the memory-efficient kernel (fp32) pads rows to 32; flash (fp16/bf16) does not */
+      /* CUDA's memory-efficient kernel (fp32) pads rows to 32; flash (fp16/bf16) and the CPU
+       * kernel do not */
       rule = MB_SZ_LSE;
-      axis = x >= 0 && ms->rt[x] == MB_DTYPE_FLOAT && ln->in_slot[0] >= 0 &&
+      axis = !b->tr->cpu && x >= 0 && ms->rt[x] == MB_DTYPE_FLOAT && ln->in_slot[0] >= 0 &&
              b->p->slots[ln->in_slot[0]].dtype == MB_DTYPE_FLOAT ? 32 : 0;
       name = "attention logsumexp";
       break;
@@ -255,6 +259,7 @@ static int stats_slot(mb_builder *b, int model, mb_lnode *ln, int stats) {
     default: return -1;
   }
   if (ref < 0) return -1;
+  if (half) factor = 1;
   int32_t sl = mb_slot_new(b, model, rule, MB_CAT_ACTIVATION, ref, dtype, name);
   if (sl >= 0) {
     b->p->slots[sl].factor = factor;
@@ -298,6 +303,33 @@ static int refine_rule(const mb_model_state *ms, const mb_node *n, int rule) {
   return rule;
 }
 
+/* How a new result is laid out: elementwise results like their first full-size input
+ * (TensorIterator); CUDA's SDPA kernels write [B, L, H, D] memory and return it as
+ * [B, H, L, D], so the transpose(1, 2) after is contiguous; the CPU kernels follow the query's
+ * layout; everything else is contiguous. */
+static int64_t *result_strides(mb_builder *b, const mb_model_state *ms, const mb_lnode *ln, int32_t o) {
+  const mb_tinfo *y = &ms->t[o];
+  int64_t st[64];
+  if (y->rank <= 1 || y->rank > 64) return NULL;
+  bool sdpa = ln->rule == MB_G_FUSED_ATTENTION || ln->rule == MB_G_ATTENTION || ln->rule == MB_G_SDPA;
+  if (sdpa && !b->tr->cpu && y->rank == 4) {
+    static const int32_t blhd[4] = {0, 2, 1, 3};
+    mb_strides_dense_order(y->dims, blhd, 4, st);
+    return keep_strides(b, ms, o, st);
+  }
+  bool like_q = sdpa && ln->rule == MB_G_SDPA;
+  if (!(ln->r->flags & MB_GF_POINTWISE) && !like_q) return NULL;
+  for (int32_t i = 0; i < ln->n_in; i++) {
+    int32_t v = ln->in[i];
+    if (v < 0 || ms->host[v] || ms->t[v].rank != y->rank) continue;
+    if (memcmp(ms->t[v].dims, y->dims, (size_t)y->rank * sizeof *y->dims)) continue;
+    if (!ms->strides[v]) return NULL;
+    mb_strides_dense_like(y->dims, ms->strides[v], y->rank, st);
+    return keep_strides(b, ms, o, st);
+  }
+  return NULL;
+}
+
 static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t *n_wc) {
   mb_model_state *ms = &b->ms[model];
   const mb_graph *g = ms->g;
@@ -310,7 +342,7 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
   ln->out_new = mb_arena_array(a, (size_t)ln->n_out + 1, sizeof(bool));
   if (!ln->in_slot || !ln->cast_slot || !ln->src_slot || !ln->out_slot || !ln->out_new)
     return mb_fail(b->d, MB_E_NOMEM, "out of memory");
-  ln->stats_slot = -1;
+  ln->stats_slot[0] = ln->stats_slot[1] = -1;
   const mb_grad_rule *r = ln->r = mb_grad_rule_of(ln->rule);
 
   /* host values: shape arithmetic and Python scalars live on the CPU in PyTorch */
@@ -390,36 +422,19 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
 
   /* outputs */
   bool view = (r->flags & MB_GF_VIEW) != 0;
-  bool reshape_copy = (r->flags & MB_GF_RESHAPE) && ln->in[0] >= 0 && (ms->perm[ln->in[0]] || ms->bcast[ln->in[0]]);
-  bool same_shape = ln->in[0] >= 0 && ln->out[0] >= 0 && ms->t[ln->in[0]].rank == ms->t[ln->out[0]].rank &&
-                    !memcmp(ms->t[ln->in[0]].dims, ms->t[ln->out[0]].dims,
-                            (size_t)ms->t[ln->out[0]].rank * sizeof(int64_t));
-  if (same_shape && ln->rule != MB_G_CONTIGUOUS) reshape_copy = false; /* a reshape to its own shape */
-  int8_t out_narrow = NARROW_NONE;
-  if (view && ln->in[0] >= 0 && ln->out[0] >= 0 && !ms->perm[ln->in[0]]) {
-    const mb_tinfo *x = &ms->t[ln->in[0]], *y = &ms->t[ln->out[0]];
-    int8_t k = ms->narrow[ln->in[0]];
-    if (is_op(n, "SequenceAt")) { /* an element of a split: narrowed like Split's outputs */
-      int32_t sv = ln->in[0], pn = g->values[sv].producer;
-      if (pn >= 0 && is_op(&g->nodes[pn], "SplitToSequence")) out_narrow = narrowed_axis(&ms->t[g->nodes[pn].inputs[0]], y);
-    } else if (is_op(n, "Slice") || is_op(n, "Split")) {
-      out_narrow = narrowed_axis(x, y);
-      /* a slice of a narrowed view: keep the innermost narrowed axis (one is tracked) */
-      if (k != NARROW_NONE && out_narrow != k) out_narrow = k > out_narrow ? k : out_narrow;
-    } else if (k != NARROW_NONE && (r->flags & MB_GF_RESHAPE)) {
-      out_narrow = reshape_keeps_boundary(x, k, y);
-      reshape_copy = out_narrow == NARROW_NONE;
-    } else if (k != NARROW_NONE && !(r->flags & MB_GF_TRANSPOSE) && x->rank == y->rank) {
-      out_narrow = k; /* identity-like views keep the layout */
-    }
-  }
+  int64_t vst[64];
+  bool reshape_copy = false;
+  if (view && ln->in[0] >= 0 && ln->out[0] >= 0 && ms->t[ln->out[0]].rank <= 64)
+    reshape_copy = !view_strides(ms, ln, n, ln->out[0], vst) && (r->flags & MB_GF_RESHAPE);
   /* .contiguous(): a copy exactly when the input is not laid out contiguously */
-  if (ln->rule == MB_G_CONTIGUOUS && ln->in[0] >= 0)
-    reshape_copy = ms->perm[ln->in[0]] || ms->narrow[ln->in[0]] != NARROW_NONE || ms->bcast[ln->in[0]];
+  if (ln->rule == MB_G_CONTIGUOUS && ln->in[0] >= 0) reshape_copy = !is_contiguous(ms, ln->in[0]);
   if (is_op(n, "Cast") || is_op(n, "CastLike")) {
     int32_t to = ln->out[0] >= 0 ? device_dtype(b, ms->t[ln->out[0]].dtype) : 0;
     if (b->pure && to == MB_DTYPE_FLOAT) to = b->low;
-    if (ln->in[0] >= 0 && to == ms->rt[ln->in[0]]) view = true;
+    if (ln->in[0] >= 0 && to == ms->rt[ln->in[0]]) {
+      view = true;
+      if (ln->out[0] >= 0 && ms->t[ln->out[0]].rank <= 64) view_strides(ms, ln, n, ln->out[0], vst);
+    }
     out_float = to;
   }
   for (int32_t j = 0; j < ln->n_out; j++) {
@@ -437,13 +452,10 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     if (view && !reshape_copy && ln->in_slot[0] >= 0 && !host) {
       ms->slot_of[o] = ln->in_slot[0];
       ms->rt[o] = ln->in[0] >= 0 ? ms->rt[ln->in[0]] : ms->rt[o];
-      if (is_op(n, "Split") || j == 0) ms->narrow[o] = out_narrow;
-      if (j == 0 && ln->in[0] >= 0)
-        ms->bcast[o] = ms->bcast[ln->in[0]] ||
-                       (ln->rule == MB_G_EXPAND && plan_numel(ms, o) > plan_numel(ms, ln->in[0]));
-      if (j == 0 && (r->flags & MB_GF_TRANSPOSE))
-        ms->perm[o] = compose_perm(b, ms, n, ln->in[0], o, ln->rule == MB_G_TRANSPOSE_LAST2);
-      else if (j == 0 && (!(r->flags & MB_GF_RESHAPE) || same_shape) && ln->in[0] >= 0) ms->perm[o] = ms->perm[ln->in[0]];
+      /* a split's parts are narrowed views like its first; a sequence keeps its source's */
+      int64_t pst[64];
+      if (j == 0) ms->strides[o] = keep_strides(b, ms, o, vst);
+      else if (ms->t[o].rank <= 64 && view_strides(ms, ln, n, o, pst)) ms->strides[o] = keep_strides(b, ms, o, pst);
     } else if ((r->flags & MB_GF_BN) && j >= 1 && j + 2 < ln->n_in && ln->in[j + 2] >= 0) {
       ms->slot_of[o] = ms->slot_of[ln->in[j + 2]]; /* running stats updated in place */
       ms->rg[o] = false;
@@ -454,15 +466,7 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
       if (sl < 0) return b->d->status;
       ms->slot_of[o] = sl;
       ln->out_new[j] = true;
-      if (j == 0 && (r->flags & MB_GF_POINTWISE)) ms->perm[o] = pointwise_layout(ms, ln, o);
-      /* CUDA's SDPA kernels write [B,L,H,D] and return it transposed: transpose(1,2) after is a
-       * view; the CPU kernels write the query's layout */
-      if (j == 0 && b->tr->cpu && ln->rule == MB_G_SDPA && ln->in[0] >= 0) ms->perm[o] = ms->perm[ln->in[0]];
-      static const int32_t sdpa_layout[4] = {0, 2, 1, 3};
-      if (j == 0 && !b->tr->cpu &&
-          (ln->rule == MB_G_FUSED_ATTENTION || ln->rule == MB_G_ATTENTION || ln->rule == MB_G_SDPA) && ms->t[o].rank == 4 &&
-          moves_data(sdpa_layout, ms->t[o].dims, 4))
-        ms->perm[o] = sdpa_layout;
+      if (j == 0) ms->strides[o] = result_strides(b, ms, ln, o);
     }
     ln->out_slot[j] = ms->slot_of[o];
   }
@@ -485,8 +489,13 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     int stats = r->stats;
     if (ln->rule == MB_G_DROPOUT && (ln->n_out < 2 || ln->out[1] < 0)) stats = MB_STATS_MASK_IN;
     if (stats) {
-      ln->stats_slot = stats_slot(b, model, ln, stats);
-      keep(ln, ln->stats_slot);
+      /* norms keep their two statistics (mean and rstd) as two tensors */
+      bool two = stats == MB_STATS_ROWS2 || stats == MB_STATS_CHANNELS2 || stats == MB_STATS_INSTANCE2 ||
+                 stats == MB_STATS_GROUPS2;
+      for (int k = 0; k < (two ? 2 : 1); k++) {
+        ln->stats_slot[k] = stats_slot(b, model, ln, stats, two);
+        keep(ln, ln->stats_slot[k]);
+      }
     }
   }
   /* forward references: each node reads each of its input storages once, and the storages
@@ -552,15 +561,11 @@ int mb_build_lnodes(mb_builder *b, int model) {
   ms->rg = mb_arena_array(&b->a, nv, sizeof(bool));
   ms->host = mb_arena_array(&b->a, nv, sizeof(bool));
   ms->trainable_init = mb_arena_array(&b->a, nv, sizeof(bool));
-  ms->perm = mb_arena_array(&b->a, nv, sizeof(int32_t *));
-  ms->narrow = mb_arena_array(&b->a, nv, sizeof(int8_t));
-  ms->bcast = mb_arena_array(&b->a, nv, sizeof(bool));
+  ms->strides = mb_arena_array(&b->a, nv, sizeof(int64_t *));
   ms->ln = mb_arena_array(&b->a, (size_t)g->n_nodes + 1, sizeof(mb_lnode));
   wcache *wc = ms->wc = mb_arena_array(&b->a, (size_t)g->n_inits + 1, sizeof(wcache));
-  if (!ms->slot_of || !ms->rt || !ms->rg || !ms->host || !ms->trainable_init || !ms->perm || !ms->narrow ||
-      !ms->bcast || !ms->ln || !wc)
+  if (!ms->slot_of || !ms->rt || !ms->rg || !ms->host || !ms->trainable_init || !ms->strides || !ms->ln || !wc)
     return mb_fail(b->d, MB_E_NOMEM, "out of memory");
-  memset(ms->narrow, -1, nv);
   mb_fuse_options fo = {.fuse_attention = !b->tr->eager_attention,
                         .transformers_eager = !b->tr->transformers_as_exported, .cpu = b->tr->cpu};
   if (mb_fuse(g, ms->t, &fo, &b->a, &ms->fusion) != MB_OK)
