@@ -50,6 +50,7 @@ struct mb_alloc {
   mb_alloc_stats st;
   mb_alloc_observer observe;
   void *observe_ctx;
+  bool any_divisions;   /* roundup_power2_divisions is set somewhere */
   int err;              /* sticky MB_E_NOMEM */
 };
 
@@ -218,12 +219,14 @@ static uint64_t next_division(uint64_t size, uint32_t div) {
 }
 
 /* round_size */
-uint64_t mb_alloc_round(const mb_alloc_config *c, uint64_t size) {
+static uint64_t round_size(const mb_alloc_config *c, uint64_t size, bool any_divisions) {
   if (size < MB_ALLOC_MIN_BLOCK) return MB_ALLOC_MIN_BLOCK;
-  uint32_t div = mb_alloc_divisions(c, size);
+  uint32_t div = any_divisions ? mb_alloc_divisions(c, size) : 0;
   if (div > 1 && size > MB_ALLOC_MIN_BLOCK * div) return next_division(size, div);
   return (size + MB_ALLOC_MIN_BLOCK - 1) / MB_ALLOC_MIN_BLOCK * MB_ALLOC_MIN_BLOCK;
 }
+
+uint64_t mb_alloc_round(const mb_alloc_config *c, uint64_t size) { return round_size(c, size, true); }
 
 /* get_allocation_size. large_segment_size (2.15) replaces kLargeBuffer; a configured segment
  * smaller than the request falls back to the 2 MiB rounding (our reading, not PyTorch's code) */
@@ -591,11 +594,16 @@ static void note_peak(mb_alloc *a) {
   a->st.reserved_peak = a->st.reserved;
   a->st.peak_cached_free = a->st.reserved - a->st.allocated;
   uint64_t largest = 0, ranges = 0;
-  for (int k = 0; k < 2; k++)
-    for (size_t i = 0; i < a->pools[k].blocks.n; i++) {
-      uint64_t sz = B(a, a->pools[k].blocks.ids[i])->size;
-      if (sz > largest) largest = sz;
+  for (int k = 0; k < 2; k++) {
+    const idset *s = &a->pools[k].blocks;
+    if (!s->n) continue;
+    if (B(a, s->ids[0])->stream == B(a, s->ids[s->n - 1])->stream) { /* one stream: sorted by size */
+      if (B(a, s->ids[s->n - 1])->size > largest) largest = B(a, s->ids[s->n - 1])->size;
+      continue;
     }
+    for (size_t i = 0; i < s->n; i++)
+      if (B(a, s->ids[i])->size > largest) largest = B(a, s->ids[i])->size;
+  }
   if (a->n_xs)
     for (int32_t id = 0; id < a->n_b; id++) {
       const blk *x = B(a, id);
@@ -609,7 +617,7 @@ int mb_alloc_malloc(mb_alloc *a, uint64_t orig, uint64_t stream, int32_t *out) {
   *out = -1;
   if (a->err) return a->err;
   bool too_big = orig >= MAX_REQUEST;
-  uint64_t size = too_big ? 0 : mb_alloc_round(&a->c, orig);
+  uint64_t size = too_big ? 0 : round_size(&a->c, orig, a->any_divisions);
   pool *p = &a->pools[size <= MB_ALLOC_SMALL_SIZE ? 0 : 1];
   uint64_t alloc_size = allocation_size(&a->c, size);
   int32_t id = -1;
@@ -656,6 +664,11 @@ int mb_alloc_empty_cache(mb_alloc *a) {
 
 const mb_alloc_stats *mb_alloc_get_stats(const mb_alloc *a) { return &a->st; }
 
+const char *mb_alloc_action_name(int action) {
+  static const char *const names[] = {"segment_alloc", "segment_free", "segment_map", "segment_unmap", "oom"};
+  return action >= 0 && action <= MB_SEG_OOM ? names[action] : "unknown";
+}
+
 void mb_alloc_observe(mb_alloc *a, mb_alloc_observer fn, void *ctx) {
   a->observe = fn;
   a->observe_ctx = ctx;
@@ -679,6 +692,7 @@ int mb_alloc_create(const mb_alloc_config *c, mb_alloc **out) {
   if (!*out) return MB_E_NOMEM;
   (*out)->c = *c;
   (*out)->pools[0].small = true;
+  for (int k = 0; k < MB_ALLOC_INTERVALS; k++) (*out)->any_divisions |= c->roundup_divisions[k] > 1;
   mb_alloc_reset(*out);
   return MB_OK;
 }

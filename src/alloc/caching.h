@@ -25,6 +25,8 @@ typedef struct mb_alloc_event {
   bool small;       /* the small pool's */
 } mb_alloc_event;
 typedef void (*mb_alloc_observer)(void *ctx, const mb_alloc_event *e);
+/* The snapshot's name of an action: "segment_alloc", ..., "oom". */
+const char *mb_alloc_action_name(int action);
 
 typedef struct mb_alloc_stats {
   uint64_t reserved, reserved_peak;   /* bytes of segments (mapped pages): memory_reserved */

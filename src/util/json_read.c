@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "membudget/membudget.h"
-#include "util/value.h"
+#include "util/datum.h"
 
 typedef struct jreader {
   const char *p, *end, *start;
@@ -57,12 +57,12 @@ static size_t put_utf8(char *o, unsigned cp) {
 }
 
 /* r->p is after the opening quote. The decoded string is never longer than its source. */
-static int string(jreader *r, mb_value **out) {
+static int string(jreader *r, mb_datum **out) {
   const char *q = r->p;
   while (q < r->end && *q != '"') q += *q == '\\' && q + 1 < r->end ? 2 : 1;
   if (q >= r->end) return jfail(r, "unterminated string");
   char *buf = mb_arena_alloc(r->a, (size_t)(q - r->p) + 1);
-  mb_value *v = mb_value_new(r->a, MB_V_STR);
+  mb_datum *v = mb_datum_new(r->a, MB_D_STR);
   if (!buf || !v) return mb_fail(r->d, MB_E_NOMEM, "out of memory");
   size_t n = 0;
   while (*r->p != '"') {
@@ -109,7 +109,7 @@ static int string(jreader *r, mb_value **out) {
   return MB_OK;
 }
 
-static int number(jreader *r, mb_value **out) {
+static int number(jreader *r, mb_datum **out) {
   const char *s = r->p;
   bool neg = false, integral = true;
   if (r->p < r->end && *r->p == '-') { neg = true; r->p++; }
@@ -129,7 +129,7 @@ static int number(jreader *r, mb_value **out) {
     if (r->p >= r->end || *r->p < '0' || *r->p > '9') return jfail(r, "bad number");
     while (r->p < r->end && *r->p >= '0' && *r->p <= '9') r->p++;
   }
-  mb_value *v = mb_value_new(r->a, integral ? MB_V_INT : MB_V_FLOAT);
+  mb_datum *v = mb_datum_new(r->a, integral ? MB_D_INT : MB_D_FLOAT);
   if (!v) return mb_fail(r->d, MB_E_NOMEM, "out of memory");
   if (integral) {
     uint64_t mag = 0;
@@ -160,10 +160,10 @@ static int number(jreader *r, mb_value **out) {
   return MB_OK;
 }
 
-static int value(jreader *r, int depth, mb_value **out);
+static int value(jreader *r, int depth, mb_datum **out);
 
-static int container(jreader *r, int depth, bool dict, mb_value **out) {
-  mb_value *c = mb_value_new(r->a, dict ? MB_V_DICT : MB_V_LIST);
+static int container(jreader *r, int depth, bool dict, mb_datum **out) {
+  mb_datum *c = mb_datum_new(r->a, dict ? MB_D_DICT : MB_D_LIST);
   if (!c) return mb_fail(r->d, MB_E_NOMEM, "out of memory");
   r->p++;
   skip_ws(r);
@@ -174,7 +174,7 @@ static int container(jreader *r, int depth, bool dict, mb_value **out) {
     return MB_OK;
   }
   for (;;) {
-    mb_value *k = NULL, *v = NULL;
+    mb_datum *k = NULL, *v = NULL;
     skip_ws(r);
     if (dict) {
       if (r->p >= r->end || *r->p != '"') return jfail(r, "expected a string key");
@@ -185,7 +185,7 @@ static int container(jreader *r, int depth, bool dict, mb_value **out) {
       r->p++;
     }
     if (value(r, depth + 1, &v) != MB_OK) return r->d->status;
-    int rc = dict ? mb_value_put(r->a, c, k, v) : mb_value_push(r->a, c, v);
+    int rc = dict ? mb_datum_put(r->a, c, k, v) : mb_datum_push(r->a, c, v);
     if (rc != MB_OK) return mb_fail(r->d, rc, "out of memory");
     skip_ws(r);
     if (r->p < r->end && *r->p == ',') {
@@ -201,11 +201,11 @@ static int container(jreader *r, int depth, bool dict, mb_value **out) {
   }
 }
 
-static int value(jreader *r, int depth, mb_value **out) {
-  if (depth > MB_VALUE_MAX_DEPTH) return jfail(r, "nesting too deep");
+static int value(jreader *r, int depth, mb_datum **out) {
+  if (depth > MB_DATUM_MAX_DEPTH) return jfail(r, "nesting too deep");
   skip_ws(r);
   if (r->p >= r->end) return jfail(r, "unexpected end of input");
-  mb_value *v = NULL;
+  mb_datum *v = NULL;
   switch (*r->p) {
     case '{': return container(r, depth, true, out);
     case '[': return container(r, depth, false, out);
@@ -214,25 +214,25 @@ static int value(jreader *r, int depth, mb_value **out) {
     case 'f': {
       bool truth = *r->p == 't';
       if (literal(r, truth ? "true" : "false") != MB_OK) return r->d->status;
-      if (!(v = mb_value_new(r->a, MB_V_BOOL))) return mb_fail(r->d, MB_E_NOMEM, "out of memory");
+      if (!(v = mb_datum_new(r->a, MB_D_BOOL))) return mb_fail(r->d, MB_E_NOMEM, "out of memory");
       v->b = truth;
       *out = v;
       return MB_OK;
     }
     case 'n':
       if (literal(r, "null") != MB_OK) return r->d->status;
-      if (!(v = mb_value_new(r->a, MB_V_NONE))) return mb_fail(r->d, MB_E_NOMEM, "out of memory");
+      if (!(v = mb_datum_new(r->a, MB_D_NONE))) return mb_fail(r->d, MB_E_NOMEM, "out of memory");
       *out = v;
       return MB_OK;
     default: return number(r, out);
   }
 }
 
-int mb_json_parse(const char *data, size_t size, mb_arena *a, mb_value **out, mb_diag *d) {
+int mb_json_parse(const char *data, size_t size, mb_arena *a, mb_datum **out, mb_diag *d) {
   jreader r = {data, data + size, data, a, d};
   *out = NULL;
   if (size >= 3 && !memcmp(data, "\xEF\xBB\xBF", 3)) r.p += 3; /* a UTF-8 byte order mark */
-  mb_value *v = NULL;
+  mb_datum *v = NULL;
   if (value(&r, 0, &v) != MB_OK) return d->status;
   skip_ws(&r);
   if (r.p != r.end) return jfail(&r, "trailing characters after the document");

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "membudget/membudget.h"
-#include "util/value.h"
+#include "util/datum.h"
 
 typedef struct preader {
   const unsigned char *data;
@@ -17,11 +17,11 @@ typedef struct preader {
   unsigned char op;
   mb_arena *a;
   mb_diag *d;
-  mb_value **stack;
+  mb_datum **stack;
   size_t n_stack, cap_stack;
   size_t *marks;
   size_t n_marks;
-  mb_value **memo;
+  mb_datum **memo;
   size_t n_memo, cap_memo;
 } preader;
 
@@ -83,11 +83,11 @@ static bool le_uint(preader *r, size_t n, uint64_t *out) {
   return true;
 }
 
-static int push(preader *r, mb_value *v) {
+static int push(preader *r, mb_datum *v) {
   if (!v) return nomem(r);
   if (r->n_stack == r->cap_stack) {
     size_t cap = r->cap_stack ? r->cap_stack * 2 : 64;
-    mb_value **grown = realloc(r->stack, cap * sizeof *grown);
+    mb_datum **grown = realloc(r->stack, cap * sizeof *grown);
     if (!grown) return nomem(r);
     r->stack = grown;
     r->cap_stack = cap;
@@ -96,7 +96,7 @@ static int push(preader *r, mb_value *v) {
   return MB_OK;
 }
 
-static mb_value *pop(preader *r) {
+static mb_datum *pop(preader *r) {
   size_t floor = r->n_marks ? r->marks[r->n_marks - 1] : 0;
   if (r->n_stack <= floor) {
     pfail(r, MB_E_PARSE, "stack underflow");
@@ -105,7 +105,7 @@ static mb_value *pop(preader *r) {
   return r->stack[--r->n_stack];
 }
 
-static mb_value *top(preader *r) {
+static mb_datum *top(preader *r) {
   size_t floor = r->n_marks ? r->marks[r->n_marks - 1] : 0;
   if (r->n_stack <= floor) {
     pfail(r, MB_E_PARSE, "stack underflow");
@@ -122,7 +122,7 @@ static int pop_mark(preader *r, size_t *first) {
 }
 
 static int integer(preader *r, const unsigned char *p, size_t n) {
-  mb_value *v = mb_value_new(r->a, MB_V_INT);
+  mb_datum *v = mb_datum_new(r->a, MB_D_INT);
   if (!v) return nomem(r);
   bool neg = n && (p[n - 1] & 0x80);
   /* two's complement little endian; drop sign-extension bytes, then see what is left */
@@ -147,7 +147,7 @@ static int integer(preader *r, const unsigned char *p, size_t n) {
 static int text(preader *r, size_t n, int kind) {
   const unsigned char *p = take(r, n);
   if (!p) return r->d->status;
-  mb_value *v = mb_value_new(r->a, kind);
+  mb_datum *v = mb_datum_new(r->a, kind);
   char *s = mb_arena_strndup(r->a, (const char *)p, n);
   if (!v || !s) return nomem(r);
   v->s = s;
@@ -163,14 +163,14 @@ static int sized_text(preader *r, size_t width, int kind) {
 }
 
 static int memo_put(preader *r, uint64_t index) {
-  mb_value *v = top(r);
+  mb_datum *v = top(r);
   if (!v) return r->d->status;
   /* Python's pickler numbers memo entries 0, 1, 2, ...: a later index may only overwrite */
   if (index > r->n_memo) return pfail(r, MB_E_PARSE, "memo index out of order");
   if (index == r->n_memo) {
     if (r->n_memo == r->cap_memo) {
       size_t cap = r->cap_memo ? r->cap_memo * 2 : 64;
-      mb_value **grown = realloc(r->memo, cap * sizeof *grown);
+      mb_datum **grown = realloc(r->memo, cap * sizeof *grown);
       if (!grown) return nomem(r);
       r->memo = grown;
       r->cap_memo = cap;
@@ -187,10 +187,10 @@ static int memo_get(preader *r, uint64_t index) {
 }
 
 static int make_tuple(preader *r, size_t first) {
-  mb_value *t = mb_value_new(r->a, MB_V_LIST);
+  mb_datum *t = mb_datum_new(r->a, MB_D_LIST);
   if (!t) return nomem(r);
   for (size_t k = first; k < r->n_stack; k++)
-    if (mb_value_push(r->a, t, r->stack[k]) != MB_OK) return nomem(r);
+    if (mb_datum_push(r->a, t, r->stack[k]) != MB_OK) return nomem(r);
   r->n_stack = first;
   return push(r, t);
 }
@@ -205,10 +205,10 @@ static int fixed_tuple(preader *r, size_t n) {
 static int append_items(preader *r, size_t first) {
   size_t floor = r->n_marks ? r->marks[r->n_marks - 1] : 0;
   if (first == 0 || first - 1 < floor) return pfail(r, MB_E_PARSE, "stack underflow");
-  mb_value *list = r->stack[first - 1];
-  if (list->kind != MB_V_LIST) return pfail(r, MB_E_PARSE, "appending to something that is not a list");
+  mb_datum *list = r->stack[first - 1];
+  if (list->kind != MB_D_LIST) return pfail(r, MB_E_PARSE, "appending to something that is not a list");
   for (size_t k = first; k < r->n_stack; k++)
-    if (mb_value_push(r->a, list, r->stack[k]) != MB_OK) return nomem(r);
+    if (mb_datum_push(r->a, list, r->stack[k]) != MB_OK) return nomem(r);
   r->n_stack = first;
   return MB_OK;
 }
@@ -216,11 +216,11 @@ static int append_items(preader *r, size_t first) {
 static int set_items(preader *r, size_t first) {
   size_t floor = r->n_marks ? r->marks[r->n_marks - 1] : 0;
   if (first == 0 || first - 1 < floor) return pfail(r, MB_E_PARSE, "stack underflow");
-  mb_value *dict = r->stack[first - 1];
-  if (dict->kind != MB_V_DICT) return pfail(r, MB_E_PARSE, "setting items of something that is not a dict");
+  mb_datum *dict = r->stack[first - 1];
+  if (dict->kind != MB_D_DICT) return pfail(r, MB_E_PARSE, "setting items of something that is not a dict");
   if ((r->n_stack - first) % 2) return pfail(r, MB_E_PARSE, "odd number of items for a dict");
   for (size_t k = first; k < r->n_stack; k += 2)
-    if (mb_value_put(r->a, dict, r->stack[k], r->stack[k + 1]) != MB_OK) return nomem(r);
+    if (mb_datum_put(r->a, dict, r->stack[k], r->stack[k + 1]) != MB_OK) return nomem(r);
   r->n_stack = first;
   return MB_OK;
 }
@@ -229,7 +229,7 @@ static int step(preader *r, bool *stop) {
   uint64_t n = 0;
   size_t first = 0;
   const unsigned char *p;
-  mb_value *v;
+  mb_datum *v;
   switch (r->op) {
     case 0x80: /* PROTO */
       if (!(p = take(r, 1))) return r->d->status;
@@ -239,17 +239,17 @@ static int step(preader *r, bool *stop) {
       return le_uint(r, 8, &n) ? MB_OK : r->d->status;
     case '.': *stop = true; return MB_OK;
     case '(':
-      if (r->n_marks >= MB_VALUE_MAX_DEPTH) return pfail(r, MB_E_LIMIT, "nesting too deep");
+      if (r->n_marks >= MB_DATUM_MAX_DEPTH) return pfail(r, MB_E_LIMIT, "nesting too deep");
       r->marks[r->n_marks++] = r->n_stack;
       return MB_OK;
-    case '}': return push(r, mb_value_new(r->a, MB_V_DICT));
+    case '}': return push(r, mb_datum_new(r->a, MB_D_DICT));
     case ']':
-    case 0x8f: return push(r, mb_value_new(r->a, MB_V_LIST));
-    case ')': return push(r, mb_value_new(r->a, MB_V_LIST));
-    case 'N': return push(r, mb_value_new(r->a, MB_V_NONE));
+    case 0x8f: return push(r, mb_datum_new(r->a, MB_D_LIST));
+    case ')': return push(r, mb_datum_new(r->a, MB_D_LIST));
+    case 'N': return push(r, mb_datum_new(r->a, MB_D_NONE));
     case 0x88:
     case 0x89:
-      if (!(v = mb_value_new(r->a, MB_V_BOOL))) return nomem(r);
+      if (!(v = mb_datum_new(r->a, MB_D_BOOL))) return nomem(r);
       v->b = r->op == 0x88;
       return push(r, v);
     case 'J': return (p = take(r, 4)) ? integer(r, p, 4) : r->d->status;
@@ -270,19 +270,19 @@ static int step(preader *r, bool *stop) {
       if (!(p = take(r, 8))) return r->d->status;
       uint64_t bits = 0;
       for (int k = 0; k < 8; k++) bits = bits << 8 | p[k]; /* big endian */
-      if (!(v = mb_value_new(r->a, MB_V_FLOAT))) return nomem(r);
+      if (!(v = mb_datum_new(r->a, MB_D_FLOAT))) return nomem(r);
       memcpy(&v->f, &bits, sizeof bits);
       return push(r, v);
     }
-    case 0x8c: return sized_text(r, 1, MB_V_STR);
-    case 'X': return sized_text(r, 4, MB_V_STR);
-    case 0x8d: return sized_text(r, 8, MB_V_STR);
-    case 'U': return sized_text(r, 1, MB_V_STR);
-    case 'T': return sized_text(r, 4, MB_V_STR);
-    case 'C': return sized_text(r, 1, MB_V_BYTES);
-    case 'B': return sized_text(r, 4, MB_V_BYTES);
+    case 0x8c: return sized_text(r, 1, MB_D_STR);
+    case 'X': return sized_text(r, 4, MB_D_STR);
+    case 0x8d: return sized_text(r, 8, MB_D_STR);
+    case 'U': return sized_text(r, 1, MB_D_STR);
+    case 'T': return sized_text(r, 4, MB_D_STR);
+    case 'C': return sized_text(r, 1, MB_D_BYTES);
+    case 'B': return sized_text(r, 4, MB_D_BYTES);
     case 0x8e:
-    case 0x96: return sized_text(r, 8, MB_V_BYTES);
+    case 0x96: return sized_text(r, 8, MB_D_BYTES);
     case 0x94: return memo_put(r, r->n_memo);
     case 'q': return le_uint(r, 1, &n) ? memo_put(r, n) : r->d->status;
     case 'r': return le_uint(r, 4, &n) ? memo_put(r, n) : r->d->status;
@@ -322,9 +322,9 @@ static int step(preader *r, bool *stop) {
   }
 }
 
-int mb_pickle_parse(const unsigned char *data, size_t size, mb_arena *a, mb_value **out, mb_diag *d) {
+int mb_pickle_parse(const unsigned char *data, size_t size, mb_arena *a, mb_datum **out, mb_diag *d) {
   *out = NULL;
-  size_t marks[MB_VALUE_MAX_DEPTH];
+  size_t marks[MB_DATUM_MAX_DEPTH];
   preader r = {.data = data, .size = size, .a = a, .d = d, .marks = marks};
   bool stop = false;
   while (!stop && d->status == MB_OK) {
