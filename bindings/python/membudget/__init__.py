@@ -28,10 +28,11 @@ from ._errors import (DoesNotFitError, ExportError, InvalidArgumentError, Invali
 from ._budget import CATEGORIES, PHASES, Budget, ModuleBytes, TraceEvent, format_bytes
 from ._model import Model, Shapes, TensorInfo, TensorShape, gpus, load
 from ._estimate import compute_batch_size, estimate
+from ._replay import alloc_replay
 
 __all__ = [
     "__version__", "library_version", "library_path",
-    "load", "estimate", "compute_batch_size", "gpus", "format_bytes",
+    "load", "estimate", "compute_batch_size", "alloc_replay", "gpus", "format_bytes",
     "Model", "Budget", "TraceEvent", "ModuleBytes", "Shapes", "TensorShape", "TensorInfo",
     "PHASES", "CATEGORIES",
     "MembudgetError", "InvalidArgumentError", "ModelIOError", "ParseError", "InvalidModelError",

@@ -46,7 +46,8 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
              batch_multiple: Optional[int] = None, context: Optional[Size] = None,
              fragmentation: Optional[float] = None, cublas_workspace: Optional[Size] = None,
              rounding: Optional[int] = None, backend: Optional[str] = None,
-             foreach: Optional[bool] = None, options: Optional[Mapping[str, Value]] = None,
+             foreach: Optional[bool] = None, alloc_conf: Optional[str] = None,
+             reserved: Optional[str] = None, options: Optional[Mapping[str, Value]] = None,
              mode: str = "static", trace: bool = False) -> Budget:
     """Simulate one training step and return its Budget (every size in bytes).
 
@@ -62,8 +63,10 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
     trainable (globs on initializer names; trainable wins), checkpoint (globs on module paths),
     grad_accumulation, dims ({"sequence": 512}), batch_dim, batch_min / batch_max /
     batch_multiple, context, fragmentation, cublas_workspace, rounding, backend (cuda|cpu: cpu
-    models CPU PyTorch, as the accuracy tests do), foreach. ``options`` passes any
-    other setup key to mb_setup_set as is (before the keywords above, which win).
+    models CPU PyTorch, as the accuracy tests do), foreach, alloc_conf (a PYTORCH_CUDA_ALLOC_CONF
+    string for the caching-allocator model that gives reserved memory), reserved
+    (allocator|allowance: that model, or the flat fragmentation allowance). ``options`` passes
+    any other setup key to mb_setup_set as is (before the keywords above, which win).
 
     ``trace=True`` also records every allocation of the step (``budget.trace``) and enables
     the per-module breakdown (``budget.modules()``). Failures raise MembudgetError subclasses
@@ -75,7 +78,8 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
              "grad_accumulation": grad_accumulation, "gpu": gpu, "device_memory": device_memory,
              "utilization": utilization, "batch_min": batch_min, "batch_max": batch_max,
              "batch_multiple": batch_multiple, "context": context, "fragmentation": fragmentation,
-             "cublas_workspace": cublas_workspace, "rounding": rounding}
+             "cublas_workspace": cublas_workspace, "rounding": rounding, "alloc_conf": alloc_conf,
+             "reserved": reserved}
     opts += [(k, v) for k, v in named.items() if v is not None]
     opts += [("checkpoint", g) for g in ((checkpoint,) if isinstance(checkpoint, str) else (checkpoint or ()))]
     if batch is None and gpu is None and device_memory is None and not any(

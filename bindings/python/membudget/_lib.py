@@ -59,6 +59,10 @@ class TracePtr(c_void_p):
     pass
 
 
+class ReplayPtr(c_void_p):
+    pass
+
+
 # ---------------------------------------------------------------- mirrored structs
 class TensorDesc(Structure):
     """mb_tensor_desc"""
@@ -107,11 +111,16 @@ BUDGET_U64_FIELDS = (
 )
 
 
+# The caching allocator's figures, appended after at_peak (mb_budget, issue 16).
+BUDGET_ALLOCATOR_U64_FIELDS = ("segments", "cached_free", "largest_cached_free", "cudnn_workspace")
+
 _BUDGET_FIELDS: List[Tuple[str, Any]] = (
     [("struct_size", c_uint32), ("mode", c_int32), ("batch_size", c_int64), ("grad_accumulation", c_int64),
      ("fits", c_int32), ("solved", c_int32), ("peak_phase", c_int32), ("reserved_", c_int32)]
     + [(name, c_uint64) for name in BUDGET_U64_FIELDS]
-    + [("available", c_int64), ("at_peak", c_uint64 * CAT_COUNT)])
+    + [("available", c_int64), ("at_peak", c_uint64 * CAT_COUNT)]
+    + [("reserved_source", c_int32), ("allocator_ooms", c_int32)]
+    + [(name, c_uint64) for name in BUDGET_ALLOCATOR_U64_FIELDS])
 
 
 class BudgetStruct(Structure):
@@ -217,6 +226,11 @@ PROTOTYPES = {
     "mb_trace_free": (None, [TracePtr]),
     "mb_trace_num_events": (c_size_t, [TracePtr]),
     "mb_trace_event": (c_int, [TracePtr, c_size_t, _P(Event)]),
+    # allocator replay
+    "mb_replay_create": (c_int, [c_void_p, c_size_t, SetupPtr, _P(ReplayPtr)]),
+    "mb_replay_free": (None, [ReplayPtr]),
+    "mb_replay_errmsg": (c_char_p, [ReplayPtr]),
+    "mb_replay_report": (c_int, [ReplayPtr, c_int, _P(c_void_p)]),
 }
 
 
