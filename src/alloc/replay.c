@@ -269,8 +269,9 @@ static int replay_device(const mb_datum *trace, const mb_alloc_config *c, mb_rep
     if (entry(&r, &live, e, i, d) != MB_OK) break;
     if (r.err) mb_fail(d, r.err, "out of memory");
     if (seg >= 0 && field(e, "size", &size)) {
-      int64_t s = size > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)size;
-      rec_reserved += seg == MB_SEG_ALLOC || seg == MB_SEG_MAP ? s : -s;
+      int64_t s = size > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)size; /* saturating: sizes are input */
+      if (seg == MB_SEG_ALLOC || seg == MB_SEG_MAP) rec_reserved = rec_reserved > INT64_MAX - s ? INT64_MAX : rec_reserved + s;
+      else rec_reserved = rec_reserved < INT64_MIN + s ? INT64_MIN : rec_reserved - s;
       if (seg == MB_SEG_ALLOC) dev->rec_segment_allocs++;
       if (rec_reserved > dev->rec_reserved_peak) dev->rec_reserved_peak = rec_reserved;
     }
