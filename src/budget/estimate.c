@@ -102,19 +102,24 @@ static void fill(const est *x, int64_t batch, const mb_run *r, const mb_reserved
   bu->fits = tr->device_memory ? bu->device_peak <= bu->usable_memory && !bu->allocator_ooms : -1;
 }
 
+/* What a run is for: the budget, a probe of whether the batch fits, or only the allocated
+ * figures (the slope) */
+enum run_kind { RUN_FULL, RUN_PROBE, RUN_ALLOCATED };
+
 /* One run; shape errors that only mean "this batch is absurdly large" count as not fitting. */
-static int eval(const est *x, int64_t batch, bool fit_only, mb_budget *bu, mb_diag *d) {
+static int eval(const est *x, int64_t batch, int kind, mb_budget *bu, mb_diag *d) {
   mb_run r;
   mb_reserved rr;
-  if (mb_plan_run(x->p, x->s, batch, &r, x->res ? x->bytes : NULL, NULL, d) != MB_OK) return d->status;
+  bool reserve = x->res && kind != RUN_ALLOCATED;
+  if (mb_plan_run(x->p, x->s, batch, &r, reserve ? x->bytes : NULL, NULL, d) != MB_OK) return d->status;
   uint64_t give_up = 0; /* a probe: reserved above usable - context cannot fit */
-  if (fit_only && x->s->train.device_memory) {
+  if (kind == RUN_PROBE && x->s->train.device_memory) {
     uint64_t usable = (uint64_t)((double)x->s->train.device_memory * x->s->train.utilization);
     uint64_t context = mb_train_context(&x->s->train, NULL, 0);
     give_up = usable > context ? usable - context : 1;
   }
-  if (x->res && mb_reserve_run(x->res, x->bytes, false, give_up, &rr, d) != MB_OK) return d->status;
-  fill(x, batch, &r, x->res ? &rr : NULL, bu);
+  if (reserve && mb_reserve_run(x->res, x->bytes, false, give_up, &rr, d) != MB_OK) return d->status;
+  fill(x, batch, &r, reserve ? &rr : NULL, bu);
   return MB_OK;
 }
 
@@ -122,7 +127,7 @@ static int fits_at(const est *x, int64_t batch, bool *fits, mb_diag *d) {
   mb_budget bu;
   mb_diag local;
   mb_diag_init(&local);
-  if (eval(x, batch, true, &bu, &local) != MB_OK) {
+  if (eval(x, batch, RUN_PROBE, &bu, &local) != MB_OK) {
     if (local.status == MB_E_LIMIT) {
       *fits = false;
       return MB_OK;
@@ -138,9 +143,9 @@ static int slope(const est *x, mb_budget *bu, mb_diag *d) {
   const mb_train *tr = &x->s->train;
   int64_t lo = tr->batch_min, hi = bu->batch_size > lo ? bu->batch_size : lo + 1;
   mb_budget a, b;
-  if (eval(x, lo, false, &a, d) != MB_OK) return d->status;
+  if (eval(x, lo, RUN_ALLOCATED, &a, d) != MB_OK) return d->status;
   if (hi == bu->batch_size) b = *bu;
-  else if (eval(x, hi, false, &b, d) != MB_OK) return d->status;
+  else if (eval(x, hi, RUN_ALLOCATED, &b, d) != MB_OK) return d->status;
   uint64_t rise = sat_sub(b.dynamic_peak, a.dynamic_peak);
   bu->dynamic_per_sample = rise / (uint64_t)(hi - lo);
   bu->dynamic_fixed = sat_sub(a.dynamic_peak, bu->dynamic_per_sample * (uint64_t)lo);
@@ -154,7 +159,7 @@ static int solve(const est *x, mb_budget *bu, mb_diag *d) {
     return mb_fail(d, MB_E_INVALID_ARG, "batch_min %lld is above batch_max %lld",
                    (long long)tr->batch_min, (long long)tr->batch_max);
   if (s->batch >= 0) { /* the budget at the caller's batch size */
-    if (eval(x, s->batch, false, bu, d) != MB_OK) return d->status;
+    if (eval(x, s->batch, RUN_FULL, bu, d) != MB_OK) return d->status;
     return slope(x, bu, d);
   }
   if (!tr->device_memory)
@@ -183,7 +188,7 @@ static int solve(const est *x, mb_budget *bu, mb_diag *d) {
     int64_t m = tr->batch_multiple;
     if (m > 1 && best / m * m >= tr->batch_min) best = best / m * m;
   }
-  if (eval(x, best, false, bu, d) != MB_OK) return d->status;
+  if (eval(x, best, RUN_FULL, bu, d) != MB_OK) return d->status;
   bu->solved = 1;
   return slope(x, bu, d);
 }

@@ -1,6 +1,6 @@
 /* libFuzzer target: any byte string through mb_replay_create() (pickle or JSON snapshot) and
  * its reports (see snapshot_exercise.h). Build: -DMB_FUZZ=ON with clang; run:
- * tests/fuzz/run_fuzz.sh --snapshot. A broken API invariant aborts, so libFuzzer keeps it. */
+ * TARGET=snapshot tests/fuzz/run_fuzz.sh. A broken API invariant aborts, so libFuzzer keeps it. */
 #include <stdint.h>
 #include <stdlib.h>
 
