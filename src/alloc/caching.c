@@ -300,7 +300,7 @@ static bool map_block(mb_alloc *a, int32_t id, uint64_t size) {
   uint64_t off = B(a, id)->addr - xs->base;
   uint64_t begin = off / xs->page, end = (off + size + xs->page - 1) / xs->page;
   uint64_t mapped = (end - begin) * xs->page;
-  if (!mapped) return false;
+  if (!mapped || mapped > UINT64_MAX - a->st.reserved) return false;
   if (a->c.limit && a->st.reserved + mapped > a->c.limit) return false; /* cuMemCreate: no memory */
   pool *p = pool_of(a, id);
   set_erase(a, &p->unmapped, id, cmp_addr);
@@ -389,6 +389,7 @@ static int32_t allocate_expandable(mb_alloc *a, pool *p, uint64_t stream, uint64
 static bool alloc_block(mb_alloc *a, pool *p, uint64_t stream, uint64_t size, uint64_t alloc_size, bool retry,
                         int32_t *out) {
   if (retry) a->st.retries++;
+  if (alloc_size > UINT64_MAX - a->st.reserved - MB_ALLOC_LARGE_BUFFER) return false; /* absurd: no device has it */
   if (fraction_set(a) && a->st.reserved + alloc_size > allowed_maximum(a)) return false;
   if (a->c.expandable) {
     *out = allocate_expandable(a, p, stream, size);
