@@ -37,7 +37,6 @@ struct mb_reserve {
   mb_reserve_event *rec;
   size_t n_rec, cap_rec;
   int32_t iteration, after;
-  bool recording;
   int err;
 };
 
