@@ -341,9 +341,21 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
  *   utilization       target fraction of device memory, 0 < u <= 1             (default 0.9)
  *   batch_min, batch_max   bounds of the batch-size search                     (default 1, 65536)
  *   batch_multiple    round the solved batch size down to a multiple           (default 1)
- *   context           CUDA context and kernel images                           (default 500MiB)
- *   fragmentation     allocator allowance, a fraction of the reserved peak     (default 0.1)
+ *   context           CUDA context and kernel images (default from the context table: the GPU's
+ *                     generation, cuda_version, driver_version, module_loading; 500MiB unknown)
+ *   reserved          allocator | allowance: reserved memory from the model of PyTorch's caching
+ *                     allocator (default on cuda) or allocated / (1 - fragmentation)
+ *   alloc_conf        a PYTORCH_CUDA_ALLOC_CONF string for the allocator model, e.g.
+ *                     "expandable_segments:True,max_split_size_mb:128"          (default "")
+ *   fragmentation     the flat allowance, a fraction of the reserved peak (default 0.1); setting
+ *                     it selects reserved allowance
  *   cublas_workspace  bytes per cuBLAS workspace (default from the GPU; 32MiB if unknown)
+ *   cublaslt_workspace bytes of a separate cuBLASLt workspace per thread (default 0: it shares
+ *                     the cuBLAS one, as PyTorch's OSS builds do)
+ *   cudnn_workspace   the most one convolution call's cuDNN workspace takes (default 64MiB)
+ *   cuda_version      the CUDA runtime, e.g. 12.8 (below 11.7: eager module loading)
+ *   driver_version    the driver, e.g. 550 (below 515: eager module loading)
+ *   module_loading    lazy | eager: CUDA_MODULE_LOADING                         (default lazy)
  *   rounding          allocator block size (default 512; 1 counts exact tensor bytes)
  *   backend           cuda | cpu: which PyTorch's kernels and allocator (default cuda). cpu
  *                     models CPU training (dropout keeps an input-sized noise tensor, not a
@@ -399,6 +411,12 @@ MB_API const char *mb_category_name(int category);
 
 typedef enum mb_mode { MB_MODE_STATIC = 0, MB_MODE_MEASURED = 1 } mb_mode;
 
+/* Where reserved_peak comes from. */
+typedef enum mb_reserved_source {
+  MB_RESERVED_ALLOCATOR = 0, /* the model of PyTorch's caching allocator (docs/allocator.md) */
+  MB_RESERVED_ALLOWANCE = 1  /* allocated_peak / (1 - fragmentation), rounded to 2 MiB */
+} mb_reserved_source;
+
 /* Bytes are device bytes: every tensor rounded up to the allocator's block size. */
 typedef struct mb_budget {
   uint32_t struct_size;          /* set to sizeof(mb_budget) by the caller */
@@ -445,6 +463,13 @@ typedef struct mb_budget {
   uint64_t conv_workspace;       /* the largest cuDNN workspace the replay allocated */
   uint64_t matmul_workspace;     /* the largest cuBLASLt heuristic workspace (served by the
                                   * persistent cuBLAS workspace, not allocated again) */
+  /* the caching allocator (reserved_source MB_RESERVED_ALLOCATOR; zeros with the allowance) */
+  int32_t reserved_source;       /* mb_reserved_source */
+  int32_t allocator_ooms;        /* requests the allocator could not serve within the device */
+  uint64_t segments;             /* segments held when reserved peaked (expandable: mapped ranges) */
+  uint64_t cached_free;          /* reserved but unallocated bytes then: the fragmentation */
+  uint64_t largest_cached_free;  /* the largest free cached block then */
+  uint64_t cudnn_workspace;      /* the largest cuDNN workspace one convolution asked for (transient) */
 } mb_budget;
 
 /* On failure the message is in mb_setup_errmsg(setup). */
@@ -560,6 +585,21 @@ MB_API int mb_measure_estimate_json(mb_measure *measure, const mb_model *model, 
  * fixed and per-sample figures). */
 MB_API int mb_measure_json(mb_measure *measure, const mb_model *model, mb_setup *setup,
                            const int64_t *batches, size_t n, char **out_json);
+/* ================================================================ allocator replay
+ * A request stream PyTorch recorded, replayed through the caching-allocator model: the dict
+ * torch.cuda.memory._snapshot() returns (after _record_memory_history()), as the pickle
+ * torch.cuda.memory._dump_snapshot() writes or as the same structure in JSON. The setup gives
+ * alloc_conf (else the snapshot's own PYTORCH_CUDA_ALLOC_CONF is used) and, optionally, the
+ * device (gpu / device_memory, less the context) whose limit makes cudaMalloc fail. Where the
+ * trace holds PyTorch's own segment events, the replay's are compared with them request by
+ * request. */
+typedef struct mb_alloc_replay mb_alloc_replay;
+/* On failure *out still holds the message (mb_alloc_replay_errmsg); free it with mb_alloc_replay_free. */
+MB_API int mb_alloc_replay_create(const void *data, size_t size, const mb_setup *setup, mb_alloc_replay **out);
+MB_API void mb_alloc_replay_free(mb_alloc_replay *replay);
+MB_API const char *mb_alloc_replay_errmsg(const mb_alloc_replay *replay);
+/* The report as text (json == 0) or JSON (raw bytes, every segment); mb_free() it. */
+MB_API int mb_alloc_replay_report(const mb_alloc_replay *replay, int json, char **out);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,9 @@
 #include "api/budget_doc.h"
 #include "api/info_summary.h"
 #include "api/versioned.h"
+#include "budget/context.h"
 #include "budget/estimate.h"
+#include "budget/reserved.h"
 #include "sim/optim.h"
 #include "util/format.h"
 #include "util/strbuf.h"
@@ -72,8 +74,28 @@ static void json_setup(mb_strbuf *sb, const mb_setup *s, const mb_plan *p) {
   if (tr->gpu) mb_sb_json_str(sb, tr->gpu);
   else mb_sb_puts(sb, "null");
   mb_sb_printf(sb, ",\n    \"utilization\": %.6g,\n    \"fragmentation\": %.6g,\n", tr->utilization, tr->fragmentation);
-  mb_sb_puts(sb, "    \"cublas_workspace\": ");
-  mb_sb_json_u64(sb, mb_train_workspace(tr));
+  mb_sb_printf(sb, "    \"reserved\": \"%s\",\n    \"alloc_conf\": ",
+               tr->reserved_model == MB_RESERVED_ALLOCATOR ? "allocator" : "allowance");
+  mb_sb_json_str(sb, tr->alloc_conf ? tr->alloc_conf : "");
+  mb_sb_puts(sb, ",\n    \"cublas_workspace\": ");
+  mb_sb_json_u64(sb, mb_train_cublas_workspace(tr));
+  mb_sb_puts(sb, ",\n    \"cublaslt_workspace\": ");
+  mb_sb_json_u64(sb, tr->cublaslt_workspace);
+  mb_sb_puts(sb, ",\n    \"cudnn_workspace\": ");
+  mb_sb_json_u64(sb, tr->cudnn_workspace);
+  char rule[256];
+  uint64_t context = mb_train_context(tr, rule, sizeof rule);
+  mb_sb_puts(sb, ",\n    \"context\": ");
+  mb_sb_json_u64(sb, context);
+  mb_sb_puts(sb, ",\n    \"context_rule\": ");
+  mb_sb_json_str(sb, rule);
+  mb_sb_puts(sb, ",\n    \"cuda_version\": ");
+  if (tr->cuda_version) mb_sb_printf(sb, "\"%d.%d\"", tr->cuda_version / 100, tr->cuda_version % 100);
+  else mb_sb_puts(sb, "null");
+  mb_sb_puts(sb, ",\n    \"driver_version\": ");
+  if (tr->driver_version) mb_sb_printf(sb, "%d", tr->driver_version);
+  else mb_sb_puts(sb, "null");
+  mb_sb_printf(sb, ",\n    \"module_loading\": \"%s\"", tr->eager_loading ? "eager" : "lazy");
   mb_sb_puts(sb, ",\n    \"rounding\": ");
   mb_sb_json_u64(sb, tr->rounding);
   mb_sb_printf(sb, ",\n    \"batch_min\": %lld,\n    \"batch_max\": %lld,\n    \"batch_multiple\": %lld,\n",
@@ -123,7 +145,13 @@ static void json_budget(mb_strbuf *sb, const mb_budget *b) {
     mb_sb_printf(sb, "%s\"%s\": ", c ? ", " : "", mb_category_name(c));
     mb_sb_json_u64(sb, b->at_peak[c]);
   }
-  mb_sb_puts(sb, "}\n  }");
+  mb_sb_printf(sb, "},\n    \"reserved_source\": \"%s\",\n    \"allocator_ooms\": %d,\n",
+               b->reserved_source == MB_RESERVED_ALLOCATOR ? "allocator" : "allowance", (int)b->allocator_ooms);
+  field(sb, "segments", b->segments, 0);
+  field(sb, "cached_free", b->cached_free, 0);
+  field(sb, "largest_cached_free", b->largest_cached_free, 0);
+  field(sb, "cudnn_workspace", b->cudnn_workspace, 1);
+  mb_sb_puts(sb, "  }");
 }
 
 static void json_trace(mb_strbuf *sb, const mb_plan *p, const uint64_t *bytes, const uint64_t *live) {
@@ -148,15 +176,41 @@ static void json_trace(mb_strbuf *sb, const mb_plan *p, const uint64_t *bytes, c
   mb_sb_puts(sb, "  ]");
 }
 
+/* What the allocator model did to device memory during the replayed steps, each event after
+ * the trace event whose request caused it ("after", an index into "trace"; null: a cuDNN
+ * workspace request). */
+static void json_allocator_trace(mb_strbuf *sb, const mb_reserve *res) {
+  size_t n = 0;
+  const mb_reserve_event *ev = mb_reserve_events(res, &n);
+  mb_sb_puts(sb, ",\n  \"allocator_trace\": [\n");
+  for (size_t i = 0; i < n; i++) {
+    const mb_reserve_event *x = &ev[i];
+    mb_sb_printf(sb, "    {\"event\": \"%s\", \"step\": %d, \"after\": ", mb_alloc_action_name(x->e.action),
+                 (int)x->iteration);
+    if (x->after >= 0) mb_sb_printf(sb, "%d", (int)x->after);
+    else mb_sb_puts(sb, "null");
+    mb_sb_printf(sb, ", \"pool\": \"%s\", \"address\": ", x->e.small ? "small" : "large");
+    mb_sb_json_u64(sb, x->e.addr);
+    mb_sb_puts(sb, ", \"bytes\": ");
+    mb_sb_json_u64(sb, x->e.size);
+    mb_sb_puts(sb, i + 1 < n ? "},\n" : "}\n");
+  }
+  mb_sb_puts(sb, "  ]");
+}
+
 int mb_budget_document(const mb_setup *s, const mb_plan *p, const mb_budget *b, int trace, const char *extra,
                        char **out, mb_diag *d) {
   uint64_t *bytes = NULL, *live = NULL;
+  mb_reserve *res = NULL;
   if (trace) {
     bytes = malloc(((size_t)p->n_ev + 1) * sizeof *bytes);
     live = malloc(((size_t)p->n_ev + 1) * sizeof *live);
     mb_run r;
+    mb_reserved rr;
     if (!bytes || !live) mb_fail(d, MB_E_NOMEM, "out of memory");
-    else mb_plan_run(p, s, b->batch_size, &r, bytes, live, d);
+    else if (mb_plan_run(p, s, b->batch_size, &r, bytes, live, d) == MB_OK &&
+             s->train.reserved_model == MB_RESERVED_ALLOCATOR && mb_reserve_create(p, s, &res, d) == MB_OK)
+      mb_reserve_run(res, bytes, true, 0, &rr, d);
   }
   if (d->status == MB_OK) {
     mb_strbuf sb;
@@ -173,6 +227,7 @@ int mb_budget_document(const mb_setup *s, const mb_plan *p, const mb_budget *b, 
     mb_sb_json_str(&sb, line);
     if (extra) mb_sb_puts(&sb, extra);
     if (trace) json_trace(&sb, p, bytes, live);
+    if (trace && res) json_allocator_trace(&sb, res);
     mb_sb_puts(&sb, "\n}\n");
     if (mb_sb_failed(&sb)) mb_fail(d, MB_E_NOMEM, "out of memory");
     else *out = mb_sb_detach(&sb);
@@ -180,6 +235,7 @@ int mb_budget_document(const mb_setup *s, const mb_plan *p, const mb_budget *b, 
   }
   free(bytes);
   free(live);
+  mb_reserve_free(res);
   return d->status;
 }
 

@@ -1,12 +1,15 @@
-/* The budget: persistent parts, the peaks of a simulated step, the allocator allowance, the
- * context, and the largest batch size that fits (bisection over runs of one plan). */
+/* The budget: persistent parts, the peaks of a simulated step, reserved memory (the caching
+ * allocator model, or the flat allowance), the context, and the largest batch size that fits
+ * (bisection over runs of one plan). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/versioned.h"
+#include "budget/context.h"
 #include "budget/estimate.h"
 #include "budget/gpus.h"
+#include "budget/reserved.h"
 #include "sim/plan.h"
 
 #define SEGMENT_ROUND (2u * 1048576u)
@@ -29,8 +32,26 @@ static void weights(const mb_plan *p, uint64_t rounding, mb_budget *bu) {
   }
 }
 
-static void fill(const mb_plan *p, const mb_setup *s, int64_t batch, const mb_run *r, mb_budget *bu) {
-  const mb_train *tr = &s->train;
+/* What the runs of one estimate share: the plan, the allocator model, per-event bytes. */
+typedef struct est {
+  const mb_plan *p;
+  mb_setup *s;
+  mb_reserve *res;   /* NULL with the flat allowance */
+  uint64_t *bytes;
+} est;
+
+/* allowance: fragmentation is that fraction of the reserved peak; segments are 2 MiB */
+static uint64_t allowance(const mb_train *tr, uint64_t peak) {
+  double reserved = (double)peak / (1.0 - tr->fragmentation);
+  uint64_t res = (uint64_t)reserved;
+  if ((double)res < reserved) res++;
+  if (tr->rounding > 1) res = (res + SEGMENT_ROUND - 1) / SEGMENT_ROUND * SEGMENT_ROUND;
+  return res < peak ? peak : res;
+}
+
+static void fill(const est *x, int64_t batch, const mb_run *r, const mb_reserved *rr, mb_budget *bu) {
+  const mb_plan *p = x->p;
+  const mb_train *tr = &x->s->train;
   memset(bu, 0, sizeof *bu);
   bu->struct_size = sizeof *bu;
   bu->mode = MB_MODE_STATIC;
@@ -57,36 +78,56 @@ static void fill(const mb_plan *p, const mb_setup *s, int64_t batch, const mb_ru
   bu->backward_peak = r->phase_peak[MB_PHASE_BACKWARD];
   bu->optimizer_peak = r->phase_peak[MB_PHASE_OPTIMIZER];
   bu->first_step_peak = r->first_step_peak;
-  /* allowance: fragmentation is that fraction of the reserved peak; segments are 2 MiB */
-  double reserved = (double)r->peak / (1.0 - tr->fragmentation);
-  uint64_t res = (uint64_t)reserved;
-  if ((double)res < reserved) res++;
-  if (tr->rounding > 1) res = (res + SEGMENT_ROUND - 1) / SEGMENT_ROUND * SEGMENT_ROUND;
-  if (res < r->peak) res = r->peak;
+  uint64_t res;
+  if (rr) { /* the allocator model: never below the live bytes it was asked for */
+    res = rr->reserved_peak > r->peak ? rr->reserved_peak : r->peak;
+    bu->reserved_source = MB_RESERVED_ALLOCATOR;
+    bu->allocator_ooms = rr->ooms > INT32_MAX ? INT32_MAX : (int32_t)rr->ooms;
+    bu->segments = rr->segments;
+    bu->cached_free = rr->cached_free;
+    bu->largest_cached_free = rr->largest_free;
+    bu->cudnn_workspace = rr->cudnn_max;
+  } else {
+    res = allowance(tr, r->peak);
+    bu->reserved_source = MB_RESERVED_ALLOWANCE;
+  }
   bu->reserved_peak = res;
   bu->fragmentation = res - r->peak;
-  bu->context = tr->context;
-  bu->device_peak = res + tr->context;
+  bu->context = mb_train_context(tr, NULL, 0);
+  bu->device_peak = res + bu->context;
   memcpy(bu->at_peak, r->at_peak, sizeof bu->at_peak);
   bu->device_memory = tr->device_memory;
   bu->usable_memory = (uint64_t)((double)tr->device_memory * tr->utilization);
   bu->available = (int64_t)bu->usable_memory - (int64_t)bu->device_peak;
-  bu->fits = tr->device_memory ? bu->device_peak <= bu->usable_memory : -1;
+  bu->fits = tr->device_memory ? bu->device_peak <= bu->usable_memory && !bu->allocator_ooms : -1;
 }
 
+/* What a run is for: the budget, a probe of whether the batch fits, or only the allocated
+ * figures (the slope) */
+enum run_kind { RUN_FULL, RUN_PROBE, RUN_ALLOCATED };
+
 /* One run; shape errors that only mean "this batch is absurdly large" count as not fitting. */
-static int eval(const mb_plan *p, mb_setup *s, int64_t batch, mb_budget *bu, mb_diag *d) {
+static int eval(const est *x, int64_t batch, int kind, mb_budget *bu, mb_diag *d) {
   mb_run r;
-  if (mb_plan_run(p, s, batch, &r, NULL, NULL, d) != MB_OK) return d->status;
-  fill(p, s, batch, &r, bu);
+  mb_reserved rr;
+  bool reserve = x->res && kind != RUN_ALLOCATED;
+  if (mb_plan_run(x->p, x->s, batch, &r, reserve ? x->bytes : NULL, NULL, d) != MB_OK) return d->status;
+  uint64_t give_up = 0; /* a probe: reserved above usable - context cannot fit */
+  if (kind == RUN_PROBE && x->s->train.device_memory) {
+    uint64_t usable = (uint64_t)((double)x->s->train.device_memory * x->s->train.utilization);
+    uint64_t context = mb_train_context(&x->s->train, NULL, 0);
+    give_up = usable > context ? usable - context : 1;
+  }
+  if (reserve && mb_reserve_run(x->res, x->bytes, false, give_up, &rr, d) != MB_OK) return d->status;
+  fill(x, batch, &r, reserve ? &rr : NULL, bu);
   return MB_OK;
 }
 
-static int fits_at(const mb_plan *p, mb_setup *s, int64_t batch, bool *fits, mb_diag *d) {
+static int fits_at(const est *x, int64_t batch, bool *fits, mb_diag *d) {
   mb_budget bu;
   mb_diag local;
   mb_diag_init(&local);
-  if (eval(p, s, batch, &bu, &local) != MB_OK) {
+  if (eval(x, batch, RUN_PROBE, &bu, &local) != MB_OK) {
     if (local.status == MB_E_LIMIT) {
       *fits = false;
       return MB_OK;
@@ -98,38 +139,39 @@ static int fits_at(const mb_plan *p, mb_setup *s, int64_t batch, bool *fits, mb_
 }
 
 /* dynamic_peak ~ fixed + per_sample x batch, from two runs */
-static int slope(const mb_plan *p, mb_setup *s, mb_budget *bu, mb_diag *d) {
-  const mb_train *tr = &s->train;
+static int slope(const est *x, mb_budget *bu, mb_diag *d) {
+  const mb_train *tr = &x->s->train;
   int64_t lo = tr->batch_min, hi = bu->batch_size > lo ? bu->batch_size : lo + 1;
   mb_budget a, b;
-  if (eval(p, s, lo, &a, d) != MB_OK) return d->status;
+  if (eval(x, lo, RUN_ALLOCATED, &a, d) != MB_OK) return d->status;
   if (hi == bu->batch_size) b = *bu;
-  else if (eval(p, s, hi, &b, d) != MB_OK) return d->status;
+  else if (eval(x, hi, RUN_ALLOCATED, &b, d) != MB_OK) return d->status;
   uint64_t rise = sat_sub(b.dynamic_peak, a.dynamic_peak);
   bu->dynamic_per_sample = rise / (uint64_t)(hi - lo);
   bu->dynamic_fixed = sat_sub(a.dynamic_peak, bu->dynamic_per_sample * (uint64_t)lo);
   return MB_OK;
 }
 
-int mb_estimate_plan(const mb_plan *p, mb_setup *s, mb_budget *bu, mb_diag *d) {
+static int solve(const est *x, mb_budget *bu, mb_diag *d) {
+  const mb_setup *s = x->s;
   const mb_train *tr = &s->train;
   if (tr->batch_min > tr->batch_max)
     return mb_fail(d, MB_E_INVALID_ARG, "batch_min %lld is above batch_max %lld",
                    (long long)tr->batch_min, (long long)tr->batch_max);
   if (s->batch >= 0) { /* the budget at the caller's batch size */
-    if (eval(p, s, s->batch, bu, d) != MB_OK) return d->status;
-    return slope(p, s, bu, d);
+    if (eval(x, s->batch, RUN_FULL, bu, d) != MB_OK) return d->status;
+    return slope(x, bu, d);
   }
   if (!tr->device_memory)
     return mb_fail(d, MB_E_INVALID_ARG,
                    "no device memory to solve the batch size for: give a GPU (--gpu) or its memory "
                    "(--device-memory), or a batch size (--batch)");
   bool ok = false;
-  if (fits_at(p, s, tr->batch_min, &ok, d) != MB_OK) return d->status;
+  if (fits_at(x, tr->batch_min, &ok, d) != MB_OK) return d->status;
   int64_t best = tr->batch_min;
   if (ok) {
     bool top = false;
-    if (fits_at(p, s, tr->batch_max, &top, d) != MB_OK) return d->status;
+    if (fits_at(x, tr->batch_max, &top, d) != MB_OK) return d->status;
     if (top) {
       best = tr->batch_max;
     } else {
@@ -137,7 +179,7 @@ int mb_estimate_plan(const mb_plan *p, mb_setup *s, mb_budget *bu, mb_diag *d) {
       while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
         bool f = false;
-        if (fits_at(p, s, mid, &f, d) != MB_OK) return d->status;
+        if (fits_at(x, mid, &f, d) != MB_OK) return d->status;
         if (f) lo = mid;
         else hi = mid;
       }
@@ -146,9 +188,25 @@ int mb_estimate_plan(const mb_plan *p, mb_setup *s, mb_budget *bu, mb_diag *d) {
     int64_t m = tr->batch_multiple;
     if (m > 1 && best / m * m >= tr->batch_min) best = best / m * m;
   }
-  if (eval(p, s, best, bu, d) != MB_OK) return d->status;
+  if (eval(x, best, RUN_FULL, bu, d) != MB_OK) return d->status;
   bu->solved = 1;
-  return slope(p, s, bu, d);
+  return slope(x, bu, d);
+}
+
+int mb_estimate_plan(const mb_plan *p, mb_setup *s, mb_budget *bu, mb_diag *d) {
+  est x = {p, s, NULL, NULL};
+  if (s->train.reserved_model == MB_RESERVED_ALLOCATOR) {
+    x.bytes = malloc(((size_t)p->n_ev + 1) * sizeof *x.bytes);
+    if (!x.bytes) return mb_fail(d, MB_E_NOMEM, "out of memory");
+    if (mb_reserve_create(p, s, &x.res, d) != MB_OK) {
+      free(x.bytes);
+      return d->status;
+    }
+  }
+  solve(&x, bu, d);
+  mb_reserve_free(x.res);
+  free(x.bytes);
+  return d->status;
 }
 
 MB_API int mb_estimate(const mb_model *m, mb_setup *s, mb_budget *out) {
@@ -178,10 +236,17 @@ MB_API int mb_estimate(const mb_model *m, mb_setup *s, mb_budget *out) {
   return MB_OK;
 }
 
-uint64_t mb_train_workspace(const mb_train *tr) {
+uint64_t mb_train_cublas_workspace(const mb_train *tr) {
   if (tr->cublas_workspace_set) return tr->cublas_workspace;
   const mb_gpu *gpu = tr->gpu ? mb_gpu_find(tr->gpu) : NULL;
   return gpu ? gpu->cublas_workspace : mb_gpu_default_workspace();
+}
+
+/* A separate cuBLASLt workspace (PyTorch builds without TORCH_CUBLASLT_UNIFIED_WORKSPACE) is
+ * kept per thread and stream like the cuBLAS one; it is charged with it, thread by thread. */
+uint64_t mb_train_workspace(const mb_train *tr) {
+  uint64_t cublas = mb_train_cublas_workspace(tr);
+  return cublas ? cublas + tr->cublaslt_workspace : 0;
 }
 
 /* ---- the trace ---- */

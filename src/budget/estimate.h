@@ -6,6 +6,8 @@
 #include "util/diag.h"
 
 /* Bytes per cuBLAS workspace: the option, else the GPU's, else the larger default. */
+uint64_t mb_train_cublas_workspace(const mb_train *tr);
+/* Bytes per thread's GEMM workspaces: cuBLAS's, plus a separate cuBLASLt one if set. */
 uint64_t mb_train_workspace(const mb_train *tr);
 /* The budget at the setup's batch size, or the solved one. */
 int mb_estimate_plan(const mb_plan *p, mb_setup *s, mb_budget *out, mb_diag *d);

@@ -1,6 +1,8 @@
-/* Common training GPUs: total memory as the driver reports it (nvidia-smi "Total", MiB) and
- * the cuBLAS workspace PyTorch allocates per handle and stream on that architecture
- * (CublasHandlePool.cpp: 4096 KiB x 2 + 16 KiB x 8 before Hopper, 4096 KiB x 8 on sm90+). */
+/* Common training GPUs: total memory as the driver reports it (nvidia-smi "Total", MiB), the
+ * cuBLAS workspace PyTorch allocates per handle (thread) and stream on that architecture
+ * (aten/src/ATen/cuda/CublasHandlePool.cpp, parseChosenWorkspaceSize: 4096 KiB x 2 + 16 KiB x 8
+ * by default, 4096 KiB x 8 on compute capability 9.x, and on 10.x / 12.x in current PyTorch),
+ * and the compute capability (major x 10 + minor), which picks the context table's row. */
 #include "budget/gpus.h"
 
 #include <string.h>
@@ -10,25 +12,25 @@
 #define WS_HOPPER 33554432u
 
 static const mb_gpu gpus[] = {
-  {"h100-80gb", "NVIDIA H100 80GB HBM3 (SXM or PCIe)", MIB(81559), WS_HOPPER},
-  {"h100-94gb", "NVIDIA H100 NVL 94GB", MIB(95830), WS_HOPPER},
-  {"h200", "NVIDIA H200 141GB", MIB(143771), WS_HOPPER},
-  {"gh200", "NVIDIA GH200 96GB", MIB(97871), WS_HOPPER},
-  {"b200", "NVIDIA B200 180GB", MIB(183359), WS_HOPPER},
-  {"a100-80gb", "NVIDIA A100 80GB", MIB(81920), WS_PRE_HOPPER},
-  {"a100-40gb", "NVIDIA A100 40GB", MIB(40960), WS_PRE_HOPPER},
-  {"l40s", "NVIDIA L40S 48GB", MIB(46068), WS_PRE_HOPPER},
-  {"l40", "NVIDIA L40 48GB", MIB(46068), WS_PRE_HOPPER},
-  {"l4", "NVIDIA L4 24GB", MIB(23034), WS_PRE_HOPPER},
-  {"a10g", "NVIDIA A10G 24GB (AWS)", MIB(23028), WS_PRE_HOPPER},
-  {"a10", "NVIDIA A10 24GB", MIB(23028), WS_PRE_HOPPER},
-  {"a6000", "NVIDIA RTX A6000 48GB", MIB(49140), WS_PRE_HOPPER},
-  {"rtx6000-ada", "NVIDIA RTX 6000 Ada 48GB", MIB(49140), WS_PRE_HOPPER},
-  {"rtx4090", "NVIDIA GeForce RTX 4090 24GB", MIB(24564), WS_PRE_HOPPER},
-  {"rtx3090", "NVIDIA GeForce RTX 3090 24GB", MIB(24576), WS_PRE_HOPPER},
-  {"t4", "NVIDIA T4 16GB", MIB(15360), WS_PRE_HOPPER},
-  {"v100-16gb", "NVIDIA V100 16GB", MIB(16384), WS_PRE_HOPPER},
-  {"v100-32gb", "NVIDIA V100 32GB", MIB(32768), WS_PRE_HOPPER},
+  {"h100-80gb", "NVIDIA H100 80GB HBM3 (SXM or PCIe)", MIB(81559), WS_HOPPER, 90},
+  {"h100-94gb", "NVIDIA H100 NVL 94GB", MIB(95830), WS_HOPPER, 90},
+  {"h200", "NVIDIA H200 141GB", MIB(143771), WS_HOPPER, 90},
+  {"gh200", "NVIDIA GH200 96GB", MIB(97871), WS_HOPPER, 90},
+  {"b200", "NVIDIA B200 180GB", MIB(183359), WS_HOPPER, 100},
+  {"a100-80gb", "NVIDIA A100 80GB", MIB(81920), WS_PRE_HOPPER, 80},
+  {"a100-40gb", "NVIDIA A100 40GB", MIB(40960), WS_PRE_HOPPER, 80},
+  {"l40s", "NVIDIA L40S 48GB", MIB(46068), WS_PRE_HOPPER, 89},
+  {"l40", "NVIDIA L40 48GB", MIB(46068), WS_PRE_HOPPER, 89},
+  {"l4", "NVIDIA L4 24GB", MIB(23034), WS_PRE_HOPPER, 89},
+  {"a10g", "NVIDIA A10G 24GB (AWS)", MIB(23028), WS_PRE_HOPPER, 86},
+  {"a10", "NVIDIA A10 24GB", MIB(23028), WS_PRE_HOPPER, 86},
+  {"a6000", "NVIDIA RTX A6000 48GB", MIB(49140), WS_PRE_HOPPER, 86},
+  {"rtx6000-ada", "NVIDIA RTX 6000 Ada 48GB", MIB(49140), WS_PRE_HOPPER, 89},
+  {"rtx4090", "NVIDIA GeForce RTX 4090 24GB", MIB(24564), WS_PRE_HOPPER, 89},
+  {"rtx3090", "NVIDIA GeForce RTX 3090 24GB", MIB(24576), WS_PRE_HOPPER, 86},
+  {"t4", "NVIDIA T4 16GB", MIB(15360), WS_PRE_HOPPER, 75},
+  {"v100-16gb", "NVIDIA V100 16GB", MIB(16384), WS_PRE_HOPPER, 70},
+  {"v100-32gb", "NVIDIA V100 32GB", MIB(32768), WS_PRE_HOPPER, 70},
 };
 #define N_GPUS (sizeof gpus / sizeof gpus[0])
 

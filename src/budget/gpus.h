@@ -10,6 +10,7 @@ typedef struct mb_gpu {
   const char *description;
   uint64_t memory;           /* bytes */
   uint64_t cublas_workspace; /* bytes per (handle, stream) */
+  int cc;                    /* compute capability, major x 10 + minor (90: Hopper) */
 } mb_gpu;
 
 const mb_gpu *mb_gpu_find(const char *name);

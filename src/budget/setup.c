@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc/config.h"
 #include "budget/gpus.h"
 #include "sim/optim.h"
 #include "util/format.h"
@@ -15,8 +16,12 @@ static void set_backend(mb_train *t, bool cpu) {
   t->cpu = cpu;
   t->foreach = !cpu;               /* torch.optim picks foreach only when every param is on CUDA */
   t->rounding = cpu ? 1 : 512;     /* the CPU allocator hands out exact sizes */
-  t->fragmentation = cpu ? 0 : 0.1; /* and caches nothing */
-  t->context = cpu ? 0 : 500u * 1048576u;
+  t->fragmentation = cpu ? 0 : 0.1; /* and caches nothing: the allowance, at 0 */
+  t->reserved_model = cpu ? MB_RESERVED_ALLOWANCE : MB_RESERVED_ALLOCATOR;
+  t->context = 0;
+  t->context_set = cpu;            /* CUDA's from the context table */
+  t->cudnn_workspace = cpu ? 0 : MB_CUDNN_WORKSPACE_DEFAULT;
+  t->cublaslt_workspace = 0;
   t->cublas_workspace = 0;
   t->cublas_workspace_set = cpu;   /* no cuBLAS */
 }
@@ -53,6 +58,7 @@ MB_API void mb_setup_free(mb_setup *s) {
   free(s->dim_values);
   free(s->batch_dim);
   free_list(s->train.checkpoint, s->train.n_checkpoint);
+  free(s->train.alloc_conf);
   free(s->bound);
   free(s->is_bound);
   mb_setup_cuda_free(s);
@@ -200,6 +206,53 @@ static const char *const attentions[] = {"fused", "eager", NULL};
 static const char *const backends[] = {"cuda", "cpu", NULL};
 static const char *const grad_sums[] = {"inplace", "copy", NULL};
 static const char *const transformers_paths[] = {"eager", "as-exported", NULL};
+static const char *const reserved_models[] = {"allocator", "allowance", NULL};
+static const char *const loadings[] = {"lazy", "eager", NULL};
+
+/* "12.8" -> 1208 */
+static int parse_version(mb_setup *s, const char *key, const char *value, int *out) {
+  char *end = NULL;
+  long major = strtol(value, &end, 10), minor = 0;
+  if (end == value || major < 1 || major > 99) return bad(s, key, value, "a version such as 12.8");
+  if (*end == '.') {
+    const char *m = end + 1;
+    minor = strtol(m, &end, 10);
+    if (end == m || minor < 0 || minor > 99) return bad(s, key, value, "a version such as 12.8");
+  }
+  if (*end) return bad(s, key, value, "a version such as 12.8");
+  *out = (int)(major * 100 + minor);
+  return MB_OK;
+}
+
+/* "550" or "550.54.15" -> 550 */
+static int parse_driver(mb_setup *s, const char *key, const char *value, int *out) {
+  char *end = NULL;
+  long major = strtol(value, &end, 10);
+  if (end == value || major < 1 || major > 9999 || (*end && *end != '.'))
+    return bad(s, key, value, "a driver version such as 550 or 550.54.15");
+  *out = (int)major;
+  return MB_OK;
+}
+
+static int set_alloc_conf(mb_setup *s, const char *value) {
+  mb_alloc_config c;
+  mb_alloc_config_default(&c);
+  char err[512];
+  int rc = mb_alloc_config_parse(&c, value, err, sizeof err);
+  if (rc != MB_OK) {
+    snprintf(s->errmsg, sizeof s->errmsg, "%s", err);
+    return rc;
+  }
+  char *copy = NULL;
+  if (*value) {
+    if (!(copy = malloc(strlen(value) + 1))) return MB_E_NOMEM;
+    strcpy(copy, value);
+  }
+  free(s->train.alloc_conf);
+  s->train.alloc_conf = copy;
+  s->train.alloc_conf_set = true;
+  return MB_OK;
+}
 
 
 MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
@@ -270,6 +323,21 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
     if (rc == MB_OK && t->device_memory == 0) return bad(s, key, value, "a size above 0");
   } else if (!strcmp(key, "context")) {
     rc = parse_size(s, key, value, &t->context);
+    t->context_set = rc == MB_OK;
+  } else if (!strcmp(key, "reserved")) {
+    if ((rc = pick(s, key, value, reserved_models, &choice)) == MB_OK) t->reserved_model = choice;
+  } else if (!strcmp(key, "alloc_conf")) {
+    rc = set_alloc_conf(s, value);
+  } else if (!strcmp(key, "cublaslt_workspace")) {
+    rc = parse_size(s, key, value, &t->cublaslt_workspace);
+  } else if (!strcmp(key, "cudnn_workspace")) {
+    rc = parse_size(s, key, value, &t->cudnn_workspace);
+  } else if (!strcmp(key, "cuda_version")) {
+    rc = parse_version(s, key, value, &t->cuda_version);
+  } else if (!strcmp(key, "driver_version")) {
+    rc = parse_driver(s, key, value, &t->driver_version);
+  } else if (!strcmp(key, "module_loading")) {
+    if ((rc = pick(s, key, value, loadings, &choice)) == MB_OK) t->eager_loading = choice == 1;
   } else if (!strcmp(key, "cublas_workspace")) {
     rc = parse_size(s, key, value, &t->cublas_workspace);
     t->cublas_workspace_set = rc == MB_OK;
@@ -281,6 +349,7 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
     double f = 0;
     if (!strcmp(value, "0")) t->fragmentation = 0;
     else if ((rc = parse_fraction(s, key, value, 0.0, 0.9, &f)) == MB_OK) t->fragmentation = f;
+    if (rc == MB_OK) t->reserved_model = MB_RESERVED_ALLOWANCE; /* the allowance is what it sizes */
   } else if (!mb_setup_cuda_option(s, key, value, &rc)) {
     snprintf(s->errmsg, sizeof s->errmsg, "unknown setup option '%s'", key);
     return MB_E_INVALID_ARG;

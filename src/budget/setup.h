@@ -8,6 +8,8 @@
 
 enum mb_precision { MB_PREC_FP32, MB_PREC_AMP_FP16, MB_PREC_AMP_BF16, MB_PREC_FP16, MB_PREC_BF16 };
 enum mb_loss { MB_LOSS_AUTO, MB_LOSS_CE, MB_LOSS_MSE, MB_LOSS_NONE };
+/* cuDNN's convolution workspace per call when not given: a heuristic allowance (docs/allocator.md) */
+#define MB_CUDNN_WORKSPACE_DEFAULT (64u * 1048576u)
 
 /* How the model is trained (mb_setup_set keys; defaults in setup.c). */
 typedef struct mb_train {
@@ -29,6 +31,16 @@ typedef struct mb_train {
   uint64_t cublas_workspace;
   bool cublas_workspace_set; /* else from the GPU, else the default */
   uint64_t rounding;
+  /* the caching allocator and what sits beside it (budget/reserved.c, budget/context.c) */
+  int reserved_model;       /* mb_reserved_source: the allocator model or the flat allowance */
+  char *alloc_conf;         /* PYTORCH_CUDA_ALLOC_CONF (validated when set), or NULL */
+  bool alloc_conf_set;      /* given, even empty (a replay then ignores the snapshot's own) */
+  uint64_t cublaslt_workspace; /* a separate cuBLASLt workspace per thread; 0: shares cuBLAS's */
+  uint64_t cudnn_workspace; /* the most one convolution call's workspace takes */
+  bool context_set;         /* context was given; else the context table decides */
+  int cuda_version;         /* major x 100 + minor (1208); 0: not given (PyTorch 2 wheels: >= 11.7) */
+  int driver_version;       /* the driver's major (550); 0: not given */
+  bool eager_loading;       /* CUDA_MODULE_LOADING=EAGER */
   const char *gpu;          /* table name, or NULL */
   const mb_model *teacher;
 } mb_train;

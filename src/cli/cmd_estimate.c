@@ -21,6 +21,10 @@ static const struct { const char *flag, *key; } value_flags[] = {
   {"--rounding", "rounding"},       {"--backend", "backend"},
   {"--foreach", "foreach"},         {"--grad-sum", "grad_sum"},
   {"--transformers", "transformers"}, {"--cuda-device", "cuda_device"},
+  {"--reserved", "reserved"},       {"--alloc-conf", "alloc_conf"},
+  {"--cublaslt-workspace", "cublaslt_workspace"}, {"--cudnn-workspace", "cudnn_workspace"},
+  {"--cuda-version", "cuda_version"}, {"--driver-version", "driver_version"},
+  {"--module-loading", "module_loading"},
 };
 /* Flags without a value that switch an option on. */
 static const struct { const char *flag, *key; } switch_flags[] = {
@@ -91,13 +95,22 @@ static void print_human(const char *path, const mb_model *m, const mb_budget *b,
   add_row(&t, "first step peak", b->first_step_peak, total);
   mb_table_rule(&t);
   add_row(&t, "allocated peak", b->allocated_peak, total);
-  add_row(&t, b->mode == MB_MODE_MEASURED ? "reserved, not allocated" : "fragmentation allowance", b->fragmentation,
-          total);
+  bool model = b->reserved_source == MB_RESERVED_ALLOCATOR && b->mode != MB_MODE_MEASURED;
+  if (model && b->cudnn_workspace) add_row(&t, "  cuDNN workspace (largest conv)", b->cudnn_workspace, total);
+  add_row(&t, b->mode == MB_MODE_MEASURED ? "reserved, not allocated"
+              : model ? "reserved - allocated (allocator)" : "fragmentation allowance", b->fragmentation, total);
   add_row(&t, "reserved peak", b->reserved_peak, total);
   add_row(&t, b->mode == MB_MODE_MEASURED ? "context and libraries (measured)" : "CUDA context", b->context, total);
   add_row(&t, "device peak", b->device_peak, total);
   mb_table_print(&t, stdout, "");
   mb_table_free(&t);
+  if (model) {
+    printf("\nallocator: %llu segments when reserved peaked, %s of them cached but free (largest block %s)",
+           (unsigned long long)b->segments, mb_fmt_bytes(x, sizeof x, b->cached_free),
+           mb_fmt_bytes(y, sizeof y, b->largest_cached_free));
+    if (b->allocator_ooms) printf("; %d requests found no room on the device", (int)b->allocator_ooms);
+    printf("\n");
+  }
   printf("\npeak in %s; ", mb_phase_name(b->peak_phase));
   if (b->fits < 0) printf("no device memory given\n");
   else if (b->fits) printf("fits with %s to spare\n", mb_fmt_bytes(z, sizeof z, (uint64_t)b->available));

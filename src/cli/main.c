@@ -32,7 +32,10 @@ static const char USAGE[] =
   "           [--teacher T.onnx [--teacher-offload]] [--dim NAME=VALUE]...\n"
   "           [--utilization 0.9] [--batch-min N] [--batch-max N] [--multiple-of N]\n"
   "           [--grad-accumulation N] [--master-weights] [--context SIZE]\n"
-  "           [--fragmentation F] [--cublas-workspace SIZE] [--rounding N]\n"
+  "           [--reserved allocator|allowance] [--alloc-conf CONF]\n"
+  "           [--fragmentation F] [--cublas-workspace SIZE] [--cublaslt-workspace SIZE]\n"
+  "           [--cudnn-workspace SIZE] [--cuda-version X.Y] [--driver-version N]\n"
+  "           [--module-loading lazy|eager] [--rounding N]\n"
   "           [--backend cuda|cpu] [--foreach 0|1] [--grad-sum inplace|copy]\n"
   "           [--mode static|measured] [--cuda-device N] [--json [--trace]]\n"
   "      simulates one training step (forward, loss, backward, optimizer step) and\n"
@@ -41,15 +44,23 @@ static const char USAGE[] =
   "      minimum does not fit); with --batch it reports that batch (exit 3 if it does\n"
   "      not fit). Optimizers: sgd, sgd-momentum, adam, adamw, adam-amsgrad,\n"
   "      adamw-amsgrad, adamw-8bit, adafactor, lion, rmsprop, adagrad. --checkpoint\n"
-  "      globs match module paths of node names (e.g. '/layers.*'). SIZE: 80GiB, 24GB.\n"
+  "      globs match PyTorch module paths (e.g. 'model.layers.*'). SIZE: 80GiB, 24GB.\n"
   "      --mode measured replays the step on the CUDA device and solves against its\n"
   "      free memory now (device memory and GPU from the device unless given).\n"
+  "      Reserved memory comes from a model of PyTorch's caching allocator, configured\n"
+  "      by --alloc-conf (PYTORCH_CUDA_ALLOC_CONF syntax); --reserved allowance (or\n"
+  "      --fragmentation F) uses allocated / (1 - F) instead.\n"
   "  measure MODEL.onnx [--batch N[,M...]]... [estimate's setup options] [--json]\n"
   "      the CUDA device (name, memory, measured context and library handles) and the\n"
   "      step replayed on it at each batch size (default 1 and 8) beside the static\n"
   "      figures. The CUDA libraries are loaded at run time; MEMBUDGET_CUDA_RUNTIME,\n"
   "      MEMBUDGET_CUDA_DRIVER, MEMBUDGET_NVML, MEMBUDGET_CUBLAS, MEMBUDGET_CUBLASLT,\n"
   "      MEMBUDGET_CUDNN name them (a path; empty leaves an optional one out).\n"
+  "  alloc-replay SNAPSHOT [--alloc-conf CONF] [--gpu NAME | --device-memory SIZE]\n"
+  "               [--context SIZE] [--json]\n"
+  "      replays a request stream PyTorch recorded (torch.cuda.memory._snapshot() as\n"
+  "      _dump_snapshot's pickle, or as JSON) through the allocator model: the segments it\n"
+  "      makes, the reserved peak, and how they compare with PyTorch's own segment events.\n"
   "  gpus\n"
   "      the built-in GPU table for --gpu.\n"
   "  ops\n"
@@ -99,5 +110,6 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "estimate")) return mb_cmd_estimate(argc - 1, argv + 1);
   if (!strcmp(cmd, "gpus")) return mb_cmd_gpus(argc - 1, argv + 1);
   if (!strcmp(cmd, "measure")) return mb_cmd_measure(argc - 1, argv + 1);
+  if (!strcmp(cmd, "alloc-replay")) return mb_cmd_alloc_replay(argc - 1, argv + 1);
   return mb_cli_usage_error("unknown command '%s'", cmd);
 }

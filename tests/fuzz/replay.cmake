@@ -31,3 +31,13 @@ if(_mb_fuzz_python)
                    --replay "$<TARGET_FILE:mb_fuzz_replay>" --slow-ms 0)
   set_tests_properties(fuzz_replay_slow PROPERTIES TIMEOUT 600 LABELS fuzz)
 endif()
+
+# The snapshot reader (pickle and JSON) and the allocator replay: the seeds in snapshots/ and the
+# allocator fixtures, every prefix and single-byte variations of each (snapshot_replay.c).
+add_executable(mb_fuzz_snapshot_replay "${MB_FUZZ_DIR}/snapshot_replay.c")
+target_include_directories(mb_fuzz_snapshot_replay PRIVATE "${PROJECT_SOURCE_DIR}/include")
+target_compile_options(mb_fuzz_snapshot_replay PRIVATE ${MB_WARNINGS})
+target_link_libraries(mb_fuzz_snapshot_replay PRIVATE membudget_static)
+add_test(NAME fuzz_snapshot
+         COMMAND mb_fuzz_snapshot_replay "${MB_FUZZ_DIR}/snapshots" --step=4 "${PROJECT_SOURCE_DIR}/tests/alloc/snapshot.pickle")
+set_tests_properties(fuzz_snapshot PROPERTIES TIMEOUT 600 LABELS fuzz)

@@ -1,6 +1,8 @@
 #!/bin/sh
 # Build the loader fuzzer with clang + ASan + UBSan + libFuzzer and run it.
 #   tests/fuzz/run_fuzz.sh [SECONDS]        (default 60)
+#   TARGET=snapshot tests/fuzz/run_fuzz.sh  the snapshot reader and allocator replay instead
+#                                           (seeds: tests/fuzz/snapshots/, tests/alloc/)
 # Environment: BUILD_DIR (default /tmp/mb-fuzz-build), CORPUS (default /tmp/mb-corpus),
 # ARTIFACTS (default /tmp/mb-fuzz-artifacts), WORKERS (default 2, at most 2),
 # FUZZ_ARGS (extra libFuzzer flags). Crashes, leaks, timeouts (> 2 s) and OOMs land in
@@ -13,6 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=${BUILD_DIR:-/tmp/mb-fuzz-build}
 corpus=${CORPUS:-/tmp/mb-corpus}
+[ "${TARGET:-load}" = snapshot ] && corpus=${CORPUS:-/tmp/mb-snapshot-corpus}
 artifacts=${ARTIFACTS:-/tmp/mb-fuzz-artifacts}
 workers=${WORKERS:-2}
 [ "$workers" -gt 2 ] && workers=2
@@ -21,11 +24,20 @@ workers=${WORKERS:-2}
 CC=${CC:-clang} cmake -S "$root" -B "$build" -DMB_FUZZ=ON -DMB_SANITIZE=ON \
   -DMB_BUILD_TESTS=OFF -DMB_BUILD_CLI=OFF -DMB_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
-cmake --build "$build" --target mb_fuzz_load -j "$workers" >"$build.build.log" 2>&1 ||
+target=${TARGET:-load}
+case "$target" in load|snapshot) ;; *) echo "run_fuzz.sh: TARGET is load or snapshot" >&2; exit 2 ;; esac
+cmake --build "$build" --target "mb_fuzz_$target" -j "$workers" >"$build.build.log" 2>&1 ||
   { cat "$build.build.log"; exit 1; }
-fuzzer="$build/tests/fuzz/mb_fuzz_load"
+fuzzer="$build/tests/fuzz/mb_fuzz_$target"
 
-"$here/make_corpus.sh" "$corpus"
+dict="-dict=$here/onnx.dict"
+if [ "$target" = snapshot ]; then
+  dict=""
+  mkdir -p "$corpus"
+  cp "$here"/snapshots/* "$root"/tests/alloc/snapshot.* "$corpus"/
+else
+  "$here/make_corpus.sh" "$corpus"
+fi
 mkdir -p "$artifacts"
 log="$artifacts/fuzz-$(date +%Y%m%d-%H%M%S).log"
 before=$(ls "$artifacts" | grep -c -E '^(crash|leak|timeout|oom|slow-unit)-' || true)
@@ -37,7 +49,7 @@ echo "run_fuzz.sh: fuzzing for ${secs}s on $workers worker(s); log $log"
 # shellcheck disable=SC2086
 "$fuzzer" -fork="$workers" -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
   -max_total_time="$secs" -timeout=2 -rss_limit_mb=2048 -max_len=1048576 -len_control=100 \
-  -dict="$here/onnx.dict" -artifact_prefix="$artifacts/" -print_final_stats=1 \
+  $dict -artifact_prefix="$artifacts/" -print_final_stats=1 \
   ${FUZZ_ARGS:-} "$corpus" >"$log" 2>&1 || true
 
 after=$(ls "$artifacts" | grep -c -E '^(crash|leak|timeout|oom|slow-unit)-' || true)

@@ -49,9 +49,12 @@ def test_monotone_and_affine_in_batch(cli, name):
     a = {b: r["activations"] for b, r in runs.items()}
     assert a[3] - a[2] == a[2] - a[1]
     assert a[8] - a[4] == 4 * (a[2] - a[1])
-    # and the defaults (allocator rounding, segments, context) keep the device peak monotone
+    # and the flat allowance (rounding, 2 MiB segments, context) keeps the device peak monotone;
+    # the caching allocator model need not: which cached blocks a tensor fits depends on its
+    # size (BERT reserves 20 MiB more at batch 1 than at 2), as on a real GPU
     path, extra = str(MODELS / CASES[name][0]), CASES[name][1]
-    dev = [estimate(cli, path, "--batch", str(b), *extra)["device_peak"] for b in (1, 2, 4, 8)]
+    dev = [estimate(cli, path, "--batch", str(b), "--reserved", "allowance", *extra)["device_peak"]
+           for b in (1, 2, 4, 8)]
     assert dev == sorted(dev)
 
 

@@ -29,10 +29,11 @@ from ._budget import CATEGORIES, PHASES, Budget, ModuleBytes, TraceEvent, format
 from ._model import Model, NodeInfo, Shapes, TensorInfo, TensorShape, gpus, load
 from ._estimate import compute_batch_size, estimate
 from ._measure import measure
+from ._replay import alloc_replay
 
 __all__ = [
     "__version__", "library_version", "library_path",
-    "load", "estimate", "compute_batch_size", "measure", "gpus", "format_bytes",
+    "load", "estimate", "compute_batch_size", "measure", "alloc_replay", "gpus", "format_bytes",
     "Model", "Budget", "TraceEvent", "ModuleBytes", "Shapes", "TensorShape", "TensorInfo", "NodeInfo",
     "PHASES", "CATEGORIES",
     "MembudgetError", "InvalidArgumentError", "ModelIOError", "ParseError", "InvalidModelError",

@@ -116,6 +116,13 @@ class Budget:
     usable_memory: int        # utilization x device_memory
     available: int            # usable_memory - device_peak (negative: short by)
     at_peak: Mapping[str, int]  # live bytes per category at the allocated peak
+    # the caching allocator model (reserved_source "allocator"; zeros with "allowance")
+    reserved_source: str = "allocator"  # where reserved_peak comes from: allocator | allowance
+    allocator_ooms: int = 0     # requests the allocator could not serve within the device
+    segments: int = 0           # segments held when reserved peaked
+    cached_free: int = 0        # reserved but unallocated bytes then (the fragmentation)
+    largest_cached_free: int = 0  # the largest free cached block then
+    cudnn_workspace: int = 0    # the largest cuDNN workspace one convolution asked for
     summary: str = field(default="", compare=False, repr=False)
     setup: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     trace: Optional[Tuple[TraceEvent, ...]] = field(default=None, compare=False, repr=False)
@@ -156,6 +163,10 @@ class Budget:
             d[name] = getattr(self, name)
         d["available"] = self.available
         d["at_peak"] = dict(self.at_peak)
+        d["reserved_source"] = self.reserved_source
+        d["allocator_ooms"] = self.allocator_ooms
+        for name in _lib.BUDGET_ALLOCATOR_U64_FIELDS:
+            d[name] = getattr(self, name)
         return d
 
     def modules(self, depth: Optional[int] = None) -> List[ModuleBytes]:
@@ -173,7 +184,8 @@ class Budget:
         return self.summary
 
 
-_BYTE_NAMES = frozenset([name for name, _ in BYTE_FIELDS] + ["available", "total"])
+_BYTE_NAMES = frozenset([name for name, _ in BYTE_FIELDS] + ["available", "total", "cached_free",
+                                                               "largest_cached_free", "cudnn_workspace"])
 
 
 def from_struct(b: _lib.BudgetStruct, setup: Mapping[str, Any],
@@ -199,6 +211,9 @@ def from_struct(b: _lib.BudgetStruct, setup: Mapping[str, Any],
         **{name: getattr(b, c) for name, c in BYTE_FIELDS},
         available=b.available,
         at_peak=dict(zip(CATEGORIES, b.at_peak)),
+        reserved_source="allowance" if b.reserved_source == 1 else "allocator",
+        allocator_ooms=b.allocator_ooms,
+        **{name: getattr(b, name) for name in _lib.BUDGET_ALLOCATOR_U64_FIELDS},
         summary=_lib.text(buf.value),
         setup=dict(setup),
         trace=events,

@@ -42,7 +42,8 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
              fragmentation: Optional[float] = None, cublas_workspace: Optional[Size] = None,
              rounding: Optional[int] = None, backend: Optional[str] = None,
              foreach: Optional[bool] = None, transformers: Optional[str] = None,
-             accept_inference_graph: Optional[bool] = None, options: Optional[Mapping[str, Value]] = None,
+             accept_inference_graph: Optional[bool] = None, alloc_conf: Optional[str] = None,
+             reserved: Optional[str] = None, options: Optional[Mapping[str, Value]] = None,
              mode: str = "static", trace: bool = False) -> Budget:
     """Simulate one training step and return its Budget (every size in bytes).
 
@@ -59,8 +60,10 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
     grad_accumulation, dims ({"sequence": 512}), batch_dim, batch_min / batch_max /
     batch_multiple, context, fragmentation, cublas_workspace, rounding, backend (cuda|cpu: cpu
     models CPU PyTorch, as the accuracy tests do), foreach, transformers (eager|as-exported),
-    accept_inference_graph (estimate a graph exported for inference as it is). ``options`` passes any
-    other setup key to mb_setup_set as is (before the keywords above, which win).
+    accept_inference_graph (estimate a graph exported for inference as it is), alloc_conf (a
+    PYTORCH_CUDA_ALLOC_CONF string for the caching-allocator model that gives reserved memory),
+    reserved (allocator|allowance: that model, or the flat fragmentation allowance). ``options``
+    passes any other setup key to mb_setup_set as is (before the keywords above, which win).
 
     ``trace=True`` also records every allocation of the step (``budget.trace``) and enables
     the per-module breakdown (``budget.modules()``). Failures raise MembudgetError subclasses
@@ -73,7 +76,8 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
              "utilization": utilization, "batch_min": batch_min, "batch_max": batch_max,
              "batch_multiple": batch_multiple, "context": context, "fragmentation": fragmentation,
              "cublas_workspace": cublas_workspace, "rounding": rounding, "transformers": transformers,
-             "accept_inference_graph": accept_inference_graph}
+             "accept_inference_graph": accept_inference_graph, "alloc_conf": alloc_conf,
+             "reserved": reserved}
     opts += [(k, v) for k, v in named.items() if v is not None]
     opts += [("checkpoint", g) for g in ((checkpoint,) if isinstance(checkpoint, str) else (checkpoint or ()))]
     if mode == "static" and batch is None and gpu is None and device_memory is None and not any(

@@ -65,6 +65,10 @@ class MeasurePtr(c_void_p):
     pass
 
 
+class AllocReplayPtr(c_void_p):
+    pass
+
+
 # ---------------------------------------------------------------- mirrored structs
 class TensorDesc(Structure):
     """mb_tensor_desc"""
@@ -113,16 +117,20 @@ BUDGET_U64_FIELDS = (
 )
 
 
-# Appended after at_peak: measured mode's figures (0 in static mode).
+# Appended after at_peak: measured mode's figures (0 in static mode), then the caching
+# allocator's (mb_budget, issue 16).
 BUDGET_MEASURED_FIELDS = ("measured_fixed", "measured_per_sample", "static_device_peak", "other_processes",
                           "conv_workspace", "matmul_workspace")
+BUDGET_ALLOCATOR_U64_FIELDS = ("segments", "cached_free", "largest_cached_free", "cudnn_workspace")
 
 _BUDGET_FIELDS: List[Tuple[str, Any]] = (
     [("struct_size", c_uint32), ("mode", c_int32), ("batch_size", c_int64), ("grad_accumulation", c_int64),
      ("fits", c_int32), ("solved", c_int32), ("peak_phase", c_int32), ("reserved_", c_int32)]
     + [(name, c_uint64) for name in BUDGET_U64_FIELDS]
     + [("available", c_int64), ("at_peak", c_uint64 * CAT_COUNT)]
-    + [(name, c_uint64) for name in BUDGET_MEASURED_FIELDS])
+    + [(name, c_uint64) for name in BUDGET_MEASURED_FIELDS]
+    + [("reserved_source", c_int32), ("allocator_ooms", c_int32)]
+    + [(name, c_uint64) for name in BUDGET_ALLOCATOR_U64_FIELDS])
 
 
 class BudgetStruct(Structure):
@@ -261,6 +269,11 @@ PROTOTYPES = {
     "mb_measure_estimate": (c_int, [MeasurePtr, ModelPtr, SetupPtr, _P(BudgetStruct)]),
     "mb_measure_estimate_json": (c_int, [MeasurePtr, ModelPtr, SetupPtr, c_int, _P(c_void_p), _P(BudgetStruct)]),
     "mb_measure_json": (c_int, [MeasurePtr, ModelPtr, SetupPtr, _P(c_int64), c_size_t, _P(c_void_p)]),
+    # allocator replay
+    "mb_alloc_replay_create": (c_int, [c_void_p, c_size_t, SetupPtr, _P(AllocReplayPtr)]),
+    "mb_alloc_replay_free": (None, [AllocReplayPtr]),
+    "mb_alloc_replay_errmsg": (c_char_p, [AllocReplayPtr]),
+    "mb_alloc_replay_report": (c_int, [AllocReplayPtr, c_int, _P(c_void_p)]),
 }
 
 
