@@ -103,6 +103,9 @@ typedef struct mb_origin {
                              * its caller, then the node: "/layer1/layer1.0/conv1/Conv" (the
                              * TorchScript node name), "/model/layers.0/self_attn/linear_4"
                              * (from dynamo's name_scopes); NULL when unknown */
+  const char *frames;       /* its recorded stack, outermost first, one "function:line:target\n"
+                             * per frame; target: the local the frame's statement assigns, or
+                             * empty (onnx/origin.c). NULL without a stack trace */
   const char *rewrite;      /* onnxscript rewriter rules that made it ("FuseBatchNormIntoConv,
                              * RemoveOptionalBiasFromConv"): the export was optimized */
   const char *cls;          /* the class of its module ("transformers.models.llama.modeling_

@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -268,40 +269,86 @@ static int parse_fx_node(const char *s, size_t len, mb_node *n, mb_interner *in)
   return MB_OK;
 }
 
-/* The innermost frame of a Python stack trace ('File "/a/b/c.py", line 9, in f' lines, outermost
- * first) as "b/c.py:f". */
-static int parse_site(const char *s, size_t len, mb_node *n, mb_interner *in) {
-  const char *end = s + len, *frame = NULL;
-  for (const char *p = s; p + 6 <= end; p++)
-    if (!memcmp(p, "File \"", 6)) frame = p + 6;
-  if (!frame) return MB_OK;
-  const char *q = frame;
-  while (q < end && *q != '"') q++;
-  if (q >= end) return MB_OK;
-  const char *file = q, *slashes = NULL;
+/* The names a Python statement binds: "h" for `h = f(x)` and `h += x`, "" for a return, an
+ * expression, a tuple target or an attribute/subscript target (only plain locals are followed). */
+static size_t statement_target(const char *src, size_t n, char *out, size_t size) {
+  while (n && (*src == ' ' || *src == '\t')) src++, n--;
+  size_t i = 0;
+  while (i < n && (isalnum((unsigned char)src[i]) || src[i] == '_')) i++;
+  if (i == 0 || isdigit((unsigned char)src[0]) || i + 1 >= size) return 0;
+  size_t j = i;
+  if (j < n && src[j] == ':') { /* an annotation: `h: Tensor = ...` */
+    while (j < n && src[j] != '=') j++;
+  }
+  while (j < n && src[j] == ' ') j++;
+  bool aug = j + 1 < n && strchr("+-*/@%&|^", src[j]) && src[j + 1] == '=';
+  bool assign = j < n && src[j] == '=' && (j + 1 >= n || src[j + 1] != '=');
+  if (!aug && !assign) return 0;
+  static const char *const keywords[] = {"return", "yield", "if", "elif", "while", "for", "assert", "del"};
+  for (size_t k = 0; k < sizeof keywords / sizeof keywords[0]; k++)
+    if (strlen(keywords[k]) == i && !memcmp(src, keywords[k], i)) return 0;
+  memcpy(out, src, i);
+  out[i] = '\0';
+  return i;
+}
+
+/* A Python stack trace ('File "/a/b/c.py", line 9, in f' and the source line, outermost first)
+ * kept as: site, the innermost frame as "b/c.py:f"; frames, every frame as "f:LINE:target\n"
+ * (target as statement_target gives it), which sim/scopes.c reads to follow Python locals. */
+static int parse_stack(const char *s, size_t len, mb_node *n, mb_interner *in) {
+  const char *end = s + len, *last_file = NULL, *last_q = NULL, *last_fn = NULL;
+  size_t last_fnl = 0;
+  char frames[MAX_ARGS];
+  size_t fl = 0;
+  bool overflow = false;
+  for (const char *p = s; p + 6 <= end; p++) {
+    if (memcmp(p, "File \"", 6)) continue;
+    const char *file = p + 6, *q = file;
+    while (q < end && *q != '"') q++;
+    if (q >= end) break;
+    long line = 0;
+    const char *r = q;
+    if (r + 8 <= end && !memcmp(r, "\", line ", 8)) line = strtol(r + 8, NULL, 10);
+    const char *fn = NULL, *eol = q;
+    while (eol < end && *eol != '\n') eol++;
+    for (const char *x = q; x + 5 <= eol; x++)
+      if (!memcmp(x, ", in ", 5)) {
+        fn = x + 5;
+        break;
+      }
+    size_t fnl = fn ? (size_t)(eol - fn) : 0;
+    while (fnl && (fn[fnl - 1] == '\r' || fn[fnl - 1] == ' ')) fnl--;
+    const char *src = eol < end ? eol + 1 : end, *src_end = src;
+    while (src_end < end && *src_end != '\n') src_end++;
+    char target[128];
+    size_t tl = statement_target(src, (size_t)(src_end - src), target, sizeof target);
+    int w = snprintf(frames + fl, sizeof frames - fl, "%.*s:%ld:%.*s\n", (int)fnl, fn ? fn : "", line, (int)tl, target);
+    if (w < 0 || (size_t)w >= sizeof frames - fl) overflow = true;
+    else fl += (size_t)w;
+    last_file = file;
+    last_q = q;
+    last_fn = fn;
+    last_fnl = fnl;
+    p = q;
+  }
+  if (!last_file) return MB_OK;
+  if (!overflow && !(n->origin.frames = mb_intern(in, frames, fl))) return MB_E_NOMEM;
+  /* site: the innermost file's last two path components and its function */
+  const char *file = last_file;
   int seen = 0;
-  for (const char *p = q; p > frame; p--)
+  for (const char *p = last_q; p > last_file; p--)
     if (p[-1] == '/' && ++seen == 2) {
-      slashes = p;
-      break;
-    }
-  file = slashes ? slashes : frame;
-  const char *fn = NULL;
-  for (const char *p = q; p + 5 <= end && *p != '\n'; p++)
-    if (!memcmp(p, ", in ", 5)) {
-      fn = p + 5;
+      file = p;
       break;
     }
   char buf[MAX_PATH];
-  size_t fl = (size_t)(q - file), fnl = 0;
-  if (fn)
-    while (fn + fnl < end && fn[fnl] != '\n' && fn[fnl] != '\r') fnl++;
-  if (fl + fnl + 2 >= sizeof buf) return MB_OK;
-  memcpy(buf, file, fl);
-  buf[fl] = ':';
-  if (fnl) memcpy(buf + fl + 1, fn, fnl);
-  buf[fl + 1 + fnl] = '\0';
-  n->origin.site = mb_intern(in, buf, fl + 1 + fnl);
+  size_t flen = (size_t)(last_q - file);
+  if (flen + last_fnl + 2 >= sizeof buf) return MB_OK;
+  memcpy(buf, file, flen);
+  buf[flen] = ':';
+  if (last_fnl) memcpy(buf + flen + 1, last_fn, last_fnl);
+  buf[flen + 1 + last_fnl] = '\0';
+  n->origin.site = mb_intern(in, buf, flen + 1 + last_fnl);
   return n->origin.site ? MB_OK : MB_E_NOMEM;
 }
 
@@ -353,7 +400,7 @@ static int use_entry(const entry *e, mb_node *n, mb_interner *in) {
   } else if (key_is(e, "pkg.onnxscript.rewriter.rule_name")) {
     if (!(n->origin.rewrite = mb_intern(in, e->value, e->value_len))) return MB_E_NOMEM;
   } else if (key_is(e, "pkg.torch.onnx.stack_trace")) {
-    return parse_site(e->value, e->value_len, n, in);
+    return parse_stack(e->value, e->value_len, n, in);
   } else if (key_is(e, "pkg.torch.onnx.fx_node")) {
     const char *s = e->value, *end = s + e->value_len, *p = s;
     if (p < end && *p == '%') {

@@ -280,3 +280,46 @@ def test_dynamo_dropout_is_judged_by_its_aten_op(cli, tmp_path, target, args, re
     model(nodes, [x], [tensor("y", "batch", 4)], [init("w", 8, 4)], path, opset=20)
     p = estimate_rc(cli, path)
     assert (p.returncode == 1 and "Dropout in inference mode" in p.stderr) == refused, p.stderr
+
+
+# ---- Python locals keep tensors alive ----
+
+def stack(*frames):
+    """A stack trace as torch.onnx records it: (line, source) per module forward, outermost first."""
+    return "\n  ".join('File "/m.py", line %d, in forward\n    %s' % f for f in frames)
+
+
+def local_graph(tmp_path, with_stacks):
+    """forward(x): h = self.a(x); h = self.b(torch.cat([h, x], 1)) with a and b negations:
+    nothing is recorded (no weights), so every tensor is freed after its last reader, except
+    that the local h holds a's output until line 11 has run, through all of b."""
+    root_10, root_11 = (10, "h = self.a(x)"), (11, "h = self.b(torch.cat([h, x], 1))")
+
+    def md(scopes, *frames):
+        d = {"pkg.torch.onnx.name_scopes": repr(scopes)}
+        if with_stacks:
+            d["pkg.torch.onnx.stack_trace"] = stack(*frames)
+        return d
+
+    nodes = [
+        with_metadata(helper.make_node("Neg", ["x"], ["h1"], name="node_neg"),
+                      md(["", "a", "neg"], root_10, (3, "return -x"))),
+        with_metadata(helper.make_node("Concat", ["h1", "x"], ["c"], name="node_cat", axis=1),
+                      md(["", "cat"], root_11)),
+        with_metadata(helper.make_node("Neg", ["c"], ["h2"], name="node_neg_1"),
+                      md(["", "b", "neg_1"], root_11, (3, "return -x"))),
+    ]
+    path = tmp_path / ("with.onnx" if with_stacks else "without.onnx")
+    return model(nodes, [tensor("x", "batch", 256)], [tensor("h2", "batch", 512)], [], path, opset=20)
+
+
+def test_a_local_holds_its_tensor_until_rebound(cli, tmp_path):
+    from estimate_util import EXACT, estimate
+    b = 4
+    args = ("--batch", str(b), "--loss", "mse", "--optimizer", "sgd", *EXACT)
+    plain = estimate(cli, local_graph(tmp_path, False), *args)
+    held = estimate(cli, local_graph(tmp_path, True), *args)
+    # without stacks: during b, x (input, always live), c and h2: h1 died after cat
+    # with them: h1 lives on through b, so the forward's peak is h1's bytes higher
+    assert held["forward_peak"] - plain["forward_peak"] == 4 * b * 256
+    assert held["activations"] == plain["activations"]  # the forward's end is the same
