@@ -110,11 +110,40 @@ def dynamic_shapes_for(module: torch.nn.Module, args: Sequence[Any], kwargs: Map
     return out
 
 
+def _name_dims(program, module, args, kwargs, dynamic_shapes) -> None:
+    """Give the graph's symbolic dims our names. The exporter renames them only when its flat
+    list of dynamic shapes lines up with the graph's inputs, which a non-tensor argument (a
+    None entry) breaks, leaving ``s17`` for the batch. Inputs are matched by name: keyword
+    inputs keep their keyword, positional ones are named after forward's parameters."""
+    if isinstance(dynamic_shapes, dict):
+        by_name = dict(dynamic_shapes)
+    else:
+        by_name = dict(zip(forward_params(module), dynamic_shapes))
+    mapping: Dict[str, str] = {}
+    taken = set()
+    for value in program.model.graph.inputs:
+        axes = by_name.get(value.name)
+        if not isinstance(axes, dict) or value.shape is None:
+            continue
+        for axis, d in axes.items():
+            if axis >= len(value.shape):
+                continue
+            dim = value.shape[axis]
+            old = getattr(dim, "value", None)
+            new = d if isinstance(d, str) else getattr(d, "__name__", None)
+            if not isinstance(old, str) or new is None or old == new or old in mapping or new in taken:
+                continue
+            mapping[old] = new
+            taken.add(new)
+    if mapping:
+        program.rename_axes(mapping)
+
+
 def export(module: torch.nn.Module, args: Sequence[Any], path: Optional[str] = None, *,
            kwargs: Optional[Dict[str, Any]] = None, dynamic_shapes: Any = None,
            dynamic: Optional[DynamicSpec] = None, weightless: bool = False, optimize: bool = False,
-           opset_version: Optional[int] = None, output: Union[str, Callable[[Any], Any], None] = "auto"
-           ) -> Optional[bytes]:
+           opset_version: Optional[int] = None, output: Union[str, Callable[[Any], Any], None] = "auto",
+           input_names: Optional[Sequence[str]] = None) -> Optional[bytes]:
     """Export ``module(*args, **kwargs)`` with ``torch.onnx.export(dynamo=True)`` as a training
     graph. Writes ``path`` (and returns None) or returns the serialized bytes. A module on the
     meta device is always exported weightless (its inputs are moved to the meta device).
@@ -122,19 +151,29 @@ def export(module: torch.nn.Module, args: Sequence[Any], path: Optional[str] = N
     Dynamic dims: ``dynamic_shapes`` as torch.export takes them, or ``dynamic`` as
     ``dynamic_shapes_for`` reads it (axis 0 of every input is ``batch`` when neither is given).
     ``output``: ``"auto"`` (``_exportutil.pick_output``), None (everything the module returns) or a
-    function of the result."""
+    function of the result. ``input_names`` renames the graph's inputs (the exporter names them
+    after forward's parameters)."""
     kwargs = dict(kwargs or {})
     meta = _is_meta(module)
     weightless = weightless or meta
     if meta:
         args, kwargs = to_meta(tuple(args)), to_meta(kwargs)
-    if dynamic_shapes is None:
+    ours = dynamic_shapes is None
+    if ours:
         dynamic_shapes = dynamic_shapes_for(module, tuple(args), kwargs, dynamic)
     with warnings.catch_warnings(), state_kept(module), without_cache(module), returning(module, selector(output)):
         warnings.simplefilter("ignore")
         module.train()  # what makes a training graph; state_kept restores the module's own mode
         program = torch.onnx.export(module, tuple(args), kwargs=kwargs or None, dynamo=True, optimize=optimize,
                                     dynamic_shapes=dynamic_shapes, verbose=False, opset_version=opset_version)
+    if ours:
+        _name_dims(program, module, tuple(args), kwargs, dynamic_shapes)
+    if input_names is not None:
+        inputs = list(program.model.graph.inputs)
+        if len(input_names) != len(inputs):
+            raise ValueError(f"{len(input_names)} input_names for the graph's {len(inputs)} inputs")
+        for value, name in zip(inputs, input_names):
+            value.name = name
     if weightless:
         import onnx_ir as ir
         name = (os.path.basename(path) if path else "model.onnx") + WEIGHTS_SUFFIX

@@ -1,14 +1,16 @@
 """The TorchScript exporter (torch 1.x, and torch 2.x's ``dynamo=False``) as a training graph.
 
 ``training=TrainingMode.TRAINING`` (BatchNorm updates its statistics, Dropout stays) and
-``do_constant_folding=False`` (weights stay weights). The export always goes through a file in
-a temporary directory, so models over protobuf's 2 GiB work: the result is weightless (every
+``do_constant_folding=False`` (weights stay weights). The export goes through a file in a
+temporary directory, so models over protobuf's 2 GiB work: the result is weightless (every
 initializer a reference to an absent ``<name>.data``), or, with weights, a file plus its
-external data. The graph's inputs are the tensor arguments, named after their keywords
-(``input_<i>`` for positional ones); other arguments are fixed at their given values.
+external data. Both need the ``onnx`` package; without it the bytes come straight from the
+exporter, weights inline (under 2 GiB). The graph's inputs are the tensor arguments, named
+after their keywords (``input_<i>`` for positional ones); other arguments keep their values.
 """
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 import warnings
@@ -33,8 +35,12 @@ def export(module: torch.nn.Module, args: Sequence[Any], path: Optional[str] = N
     Axis 0 of every tensor input is the dim ``batch``; ``dynamic`` adds or overrides axes per
     input name ({"input_ids": {1: "sequence"}}; None makes an axis static). Raises what the
     exporter raises."""
-    import onnx
-
+    try:
+        import onnx
+        if not hasattr(onnx, "load_model"):  # an empty namespace directory, not the package
+            onnx = None
+    except ImportError:  # torch alone: weights inline, under protobuf's 2 GiB
+        onnx = None
     extra = {"dynamo": False} if TORCH2 else {}
     with tempfile.TemporaryDirectory(prefix="membudget-export-") as tmp, warnings.catch_warnings(), \
             state_kept(module), without_cache(module), \
@@ -54,9 +60,16 @@ def export(module: torch.nn.Module, args: Sequence[Any], path: Optional[str] = N
             a = {k: v for k, v in a.items() if v is not None}
             if a:
                 axes[name] = a
-        f = os.path.join(tmp, "model.onnx")
+        f = os.path.join(tmp, "model.onnx") if onnx is not None else io.BytesIO()
         torch.onnx.export(module, tensors, f, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                           opset_version=opset_version, input_names=names, dynamic_axes=axes, **extra)
+        if onnx is None:
+            data = f.getvalue()
+            if path is None:
+                return data
+            with open(path, "wb") as out:
+                out.write(data)
+            return None
         model = onnx.load(f, load_external_data=not weightless)
     base = os.path.basename(path) if path else "model.onnx"
     if weightless:
