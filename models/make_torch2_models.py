@@ -7,12 +7,13 @@ Run with a torch 2.x Python (the bench/truth venv: torch 2.15, torchvision 0.29,
     PYTHONPATH=bindings/python MEMBUDGET_LIBRARY=build/release/libmembudget.so \
         /work/main/bench/truth/.venv2/bin/python models/make_torch2_models.py [NAME...]
 
-Dynamo files: ``torch.onnx.export(dynamo=True, optimize=False)`` with the module in train()
-mode, built on the meta device (no weight is ever materialised), written weightless by
-membudget._dynamo (initializers reference the absent ``NAME.onnx.weights``). The TorchScript
-file: ``torch.onnx.export(dynamo=False, training=TrainingMode.TRAINING, do_constant_folding=False,
-opset_version=17)`` with real weights, then made weightless (``NAME.onnx.data``, never written).
-Dims: ``batch`` on axis 0 of every input, ``sequence`` on axis 1 of token inputs.
+Exported by ``membudget.torch.export_onnx(..., weightless=True)``, as a user of membudget.torch
+would. Dynamo files: ``torch.onnx.export(dynamo=True, optimize=False)`` with the module in
+train() mode, built on the meta device (no weight is ever materialised), initializers
+referencing the absent ``NAME.onnx.weights``. The TorchScript file: ``torch.onnx.export(
+dynamo=False, training=TrainingMode.TRAINING, do_constant_folding=False, opset_version=17)`` with
+real weights, then made weightless (``NAME.onnx.data``, never written). Dims: ``batch`` on axis
+0 of every input, ``sequence`` on axis 1 of the token inputs.
 
 The Hugging Face configs are the small ones of bench/truth/hf_zoo.py (same mechanisms as the
 full models: GQA, RoPE, RMSNorm, SwiGLU, tied embeddings, post-LN), built with
@@ -36,7 +37,7 @@ import transformers
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "torch2")
 sys.path.insert(0, os.path.join(HERE, "..", "bindings", "python"))
-from membudget import _dynamo, _torchscript  # noqa: E402
+import membudget.torch as mt  # noqa: E402
 
 SEQ = 64
 BATCH = 2
@@ -82,29 +83,23 @@ def build(key, device):
 
 
 def example(key, device):
-    """(keyword inputs, non-batch dynamic axes)"""
+    """The example inputs: keyword token inputs for the Hugging Face models (membudget.torch
+    makes axis 1 of each the dim ``sequence``), one image batch otherwise."""
     if key in HF:
         ids = torch.zeros(BATCH, SEQ, dtype=torch.long, device=device)
-        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, \
-            {"input_ids": {1: "sequence"}, "attention_mask": {1: "sequence"}}
-    return {"x": torch.randn(BATCH, 3, 224, 224, device=device)}, {}
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    return torch.randn(BATCH, 3, 224, 224, device=device)
 
 
 def export(name):
+    """Through membudget.torch.export_onnx, so that these files are what a user of
+    membudget.torch gets (tests/python/test_binding_torch2.py compares the two)."""
     exporter, key, desc = MODELS[name]
     path = os.path.join(OUT, name + ".onnx")
     torch.manual_seed(0)
-    if exporter == "dynamo":
-        module, cfg = build(key, "meta")
-        kwargs, dynamic = example(key, "meta")
-        if key in HF:
-            _dynamo.export(module, (), path, kwargs=kwargs, dynamic=dynamic, weightless=True)
-        else:
-            _dynamo.export(module, (kwargs["x"],), path, weightless=True)
-    else:
-        module, cfg = build(key, "cpu")
-        kwargs, dynamic = example(key, "cpu")
-        _torchscript.export(module, (), path, kwargs=kwargs, dynamic=dynamic, opset_version=17, weightless=True)
+    device = "meta" if exporter == "dynamo" else "cpu"   # the TorchScript exporter traces real tensors
+    module, cfg = build(key, device)
+    mt.export_onnx(module, example(key, device), path=path, weightless=True, exporter=exporter)
     return truth(name, module, cfg, path, desc, exporter)
 
 

@@ -114,7 +114,9 @@ def build(case: Case, device: str = "meta", layers: Optional[int] = None):
         else:
             import transformers
             _, auto, _, _, _ = HF_FAMILIES[case.arch]
-            m = getattr(transformers, auto).from_config(hf_config(case, layers))
+            cls = getattr(transformers, auto)
+            make = cls.from_config if hasattr(cls, "from_config") else cls._from_config  # CLIPModel: no Auto class
+            m = make(hf_config(case, layers))
     return m.train()
 
 

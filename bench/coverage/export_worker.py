@@ -63,7 +63,11 @@ def export_dynamo(case, path, rec):
     from membudget import _dynamo
     notes = rec["notes"]
     device = "meta"
-    module = catalog.build(case, device)
+    try:
+        module = catalog.build(case, device)
+    except Exception as e:  # noqa: BLE001 - e.g. RegNet's builder computes its widths with tensors
+        notes.append(f"built on the CPU and moved to the meta device (building on meta failed: {short_error(e)})")
+        module = catalog.build(case, "cpu").to("meta")
     rec["torch"] = counts(module)
     attempts = []
     while True:
