@@ -95,10 +95,6 @@ def _split_inputs(example_inputs: Inputs) -> Tuple[Tuple[Any, ...], Dict[str, An
                     f"not {type(example_inputs).__name__}")
 
 
-def _is_hf(module: "_torch.nn.Module") -> bool:
-    return hasattr(module, "config") and hasattr(module, "main_input_name")
-
-
 def _hf_config(module: "_torch.nn.Module"):
     config = getattr(module, "config", None)
     if config is None and hasattr(module, "get_base_model"):  # peft
@@ -115,14 +111,17 @@ def _max_positions(config) -> Optional[int]:
 
 def _default_dynamic(module: "_torch.nn.Module", kwargs: Mapping[str, Any]) -> Dict[str, Dict[int, Any]]:
     """Hugging Face token inputs: axis 1 is the (decoder) sequence, bounded by the position
-    table when the config has one (torch.export wants the bound)."""
+    table when the config has one (torch.export wants the bound; the TorchScript exporter of
+    torch 1.x takes the name)."""
     config = _hf_config(module)
-    if config is None or not DYNAMO_AVAILABLE:
+    if config is None:
         return {}
     limit = _max_positions(config)
     made: Dict[str, Any] = {}
 
     def dim(name):
+        if not DYNAMO_AVAILABLE:
+            return name
         if name not in made:
             made[name] = _torch.export.Dim(name, max=limit) if limit else _torch.export.Dim(name)
         return made[name]
@@ -189,7 +188,7 @@ def _checkpointing_off(module: "_torch.nn.Module") -> Iterator[List[str]]:
     flagged = [(name, m) for name, m in module.named_modules() if getattr(m, "gradient_checkpointing", False) is True]
     layers = [name for name, m in flagged
               if any(c.__name__ == "GradientCheckpointingLayer" for c in type(m).__mro__)]
-    paths = layers
+    paths = list(layers)
     if not layers:  # older transformers: the layer stack's module holds the flag, each layer is checkpointed
         for name, m in flagged:
             for child_name, child in m.named_children():
@@ -235,9 +234,12 @@ def _export(module: "_torch.nn.Module", example_inputs: Inputs, *, dynamic: Dyna
     order = ["dynamo", "torchscript"] if exporter == "auto" and DYNAMO_AVAILABLE else \
         ["torchscript"] if exporter == "auto" else [exporter]
     if fake or meta:
-        order = [e for e in order if e == "dynamo"] or order[:1]  # TorchScript traces real tensors
+        if "dynamo" not in order:
+            raise ValueError("a module on the meta device or under FakeTensorMode exports only through the dynamo "
+                             "exporter (torch >= 2.6): the TorchScript exporter traces real tensors")
+        order = ["dynamo"]
     notes: List[str] = []
-    errors: List[str] = []
+    errors: List[Tuple[str, str]] = []
     with _checkpointing_off(module) as checkpointed:
         for which in order:
             attempts = [spec, {}] if which == "dynamo" and auto_dynamic and spec else [spec]
