@@ -35,8 +35,12 @@ EXPORTERS = ("dynamo", "torchscript")
 BATCH = 8
 
 
+def case_key(name):
+    return name.replace("/", "__")
+
+
 def key_of(name, exporter):
-    return name.replace("/", "__") + "." + exporter
+    return case_key(name) + "." + exporter
 
 
 def file_id(*paths):
@@ -130,6 +134,25 @@ def dim_args(info, dims):
     return out
 
 
+TRAINABLE_ROLES = ("trainable parameter", "trainable embedding")
+
+
+def roles_against_pytorch(doc, names):
+    """Initializers whose role disagrees with PyTorch: buffers taken for trainable parameters,
+    and parameters not taken for trainable ones (first few names and the count)."""
+    roles = {i["name"]: i["role"] for i in doc.get("initializers", [])}
+    buffers = set(names["buffers"])
+    as_params = sorted(n for n, r in roles.items() if r in TRAINABLE_ROLES and n in buffers)
+    not_params = sorted(n for n in names["parameters"] if n in roles and roles[n] not in TRAINABLE_ROLES)
+    out = {}
+    if as_params:
+        out["buffers_as_parameters"] = {"count": len(as_params), "names": as_params[:4]}
+    if not_params:
+        out["parameters_not_trainable"] = {"count": len(not_params), "names": not_params[:4],
+                                           "roles": sorted({roles[n] for n in not_params})}
+    return out
+
+
 def run_membudget(a, rec):
     path = os.path.join(a.cache, rec["file"])
     out = {}
@@ -141,6 +164,10 @@ def run_membudget(a, rec):
         info["parameters"] = doc["totals"]["parameters"]
         info["buffers"] = doc["totals"]["buffers"]["numel"]
         info["opset"] = doc.get("opsets") or doc.get("opset")
+        names_path = os.path.join(a.cache, "names", case_key(rec["case"]) + ".json")
+        if os.path.exists(names_path):
+            with open(names_path) as f:
+                info.update(roles_against_pytorch(doc, json.load(f)))
     dims = dim_args(doc, rec.get("dims") or {})
     out["args"] = ["--batch", str(BATCH), *dims]
     shapes, _ = cli(a, "shapes", path, "--batch", BATCH, *dims)
@@ -183,6 +210,15 @@ def main():
             if todo:
                 print(f"{exporter}: exporting {len(todo)} rows", flush=True)
                 run_exports(a, exporter, todo)
+
+    names = [c["name"] for c in cases if not os.path.exists(os.path.join(a.cache, "names", case_key(c["name"]) + ".json"))]
+    if names:
+        print(f"recording PyTorch's parameter and buffer names of {len(names)} models", flush=True)
+        p = subprocess.run(["nice", a.torch_python, os.path.join(HERE, "export_worker.py"), "--cache", a.cache,
+                            "--names", *names], env=dict(os.environ, MEMBUDGET_LIBRARY=a.library, PYTHONWARNINGS="ignore"),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            print("  failed (the role check is left out): " + p.stderr.strip()[-300:], file=sys.stderr)
 
     results = {}
     if os.path.exists(a.results):

@@ -110,7 +110,10 @@ def export_torchscript(case, path, rec):
     import torch
     from membudget import _torchscript
     notes = rec["notes"]
-    meta = catalog.build(case, "meta")
+    try:
+        meta = catalog.build(case, "meta")
+    except Exception:  # noqa: BLE001 - RegNet's builder computes with tensors: count on the CPU
+        meta = catalog.build(case, "cpu")
     rec["torch"] = counts(meta)
     layers = None
     if rec["torch"]["parameter_bytes"] > TORCHSCRIPT_WEIGHT_LIMIT:
@@ -170,15 +173,36 @@ def run_row(case, exporter, cache):
     return key, rec
 
 
+def write_names(case, cache):
+    """CACHE/names/<case>.json: PyTorch's parameter names (every alias of a tied one) and buffer
+    names, to check which initializers `membudget info` takes for trainable parameters."""
+    try:
+        module = catalog.build(case, "meta")
+    except Exception:  # noqa: BLE001 - builders that compute with tensors
+        module = catalog.build(case, "cpu")
+    import torch
+    params = [n for n, v in module.state_dict(keep_vars=True).items() if isinstance(v, torch.nn.Parameter)]
+    doc = {"parameters": params, "buffers": [n for n, _ in module.named_buffers()]}
+    os.makedirs(os.path.join(cache, "names"), exist_ok=True)
+    with open(os.path.join(cache, "names", key_of(case.name, "")[:-1] + ".json"), "w") as f:
+        json.dump(doc, f)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cache")
     ap.add_argument("--exporter", choices=("dynamo", "torchscript"))
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--names", action="store_true", help="write CACHE/names/<case>.json only")
     ap.add_argument("cases", nargs="*")
     a = ap.parse_args()
     if a.list:
         print(json.dumps([asdict(c) for c in catalog.cases()]))
+        return
+    if a.names:
+        by_name = {c.name: c for c in catalog.cases()}
+        for name in a.cases:
+            write_names(by_name[name], a.cache)
         return
     import torch
     import torchvision

@@ -38,9 +38,23 @@ def first_failure(row):
     return None, None
 
 
-def groups(rows, cache):
-    """(stage, cause) -> rows, for rows that exported and then failed in membudget; a row is
-    charged to its first failing stage."""
+def role_issues(row):
+    """(cause, detail) for initializers whose role disagrees with PyTorch's module."""
+    info = (row.get("membudget") or {}).get("info") or {}
+    out = []
+    if "buffers_as_parameters" in info:
+        b = info["buffers_as_parameters"]
+        out.append(("buffers counted as trainable parameters", f"{b['count']}: {', '.join(b['names'])}"))
+    if "parameters_not_trainable" in info:
+        p = info["parameters_not_trainable"]
+        out.append((f"parameters not counted as trainable (role {', '.join(p['roles'])})",
+                    f"{p['count']}: {', '.join(p['names'])}"))
+    return out
+
+
+def groups(rows):
+    """(stage, cause) -> [(key, row, detail)] for rows that exported: a failed stage (each row is
+    charged to its first) and initializer roles that disagree with PyTorch."""
     out = collections.defaultdict(list)
     for key, row in rows.items():
         if row["export"]["status"] != "ok":
@@ -48,6 +62,8 @@ def groups(rows, cache):
         stage, err = first_failure(row)
         if stage:
             out[(stage, cause(err))].append((key, row, err))
+        for c, detail in role_issues(row):
+            out[("info", c)].append((key, row, detail))
     return sorted(out.items(), key=lambda kv: (-len(kv[1]), kv[0]))
 
 
@@ -85,13 +101,19 @@ def why(row):
     parts = []
     if stage:
         parts.append(f"{stage}: {err}")
+    parts += [f"{c} ({detail})" for c, detail in role_issues(row)]
     if e.get("layers"):
-        parts.append(f"{e['layers']} layer(s)")
-    if e.get("dynamic") and e["dynamic"] not in ("batch", "batch+seq", "batch+seq+tgt_seq", "batch+tgt_seq",
-                                                  "batch+seq+tgt_seq"):
-        parts.append(f"dims: {e['dynamic']}")
+        parts.append(f"exported with {e['layers']} layer(s)")
+    wanted = set((e.get("dims") or {}).keys())
+    got = set((e.get("dynamic") or "").split("+"))
+    if e.get("dynamic") == "static":
+        parts.append("static shapes: no dynamic batch")
+    elif wanted - got:
+        parts.append(f"{', '.join(sorted(wanted - got))} static (the dynamic export failed)")
     if e.get("device") == "cpu" and row["exporter"] == "dynamo":
         parts.append("exported with real weights (the meta device failed)")
+    if any(n.startswith("built on the CPU") for n in e.get("notes", [])):
+        parts.append("built on the CPU, exported from the meta device")
     return "; ".join(parts)
 
 
@@ -123,9 +145,10 @@ def render(results):
             name = f"**{suite}**" if suite == "all" else suite
             out.append(f"| {name} | {exporter} | {len(sel)} | {len(ok)} | {c[0]} | {c[1]} | {c[2]} |")
     out += ["", "## membudget failures, by cause", "",
-            "Each row is charged to its first failing stage. These are membudget's to fix.", "",
+            "A failing row is charged to its first failing stage; `info` rows also list initializers whose role "
+            "disagrees with the PyTorch module (its parameter and buffer names). These are membudget's to fix.", "",
             "| stage | cause | rows | example |", "|---|---|---:|---|"]
-    for (stage, c), items in groups(rows, None):
+    for (stage, c), items in groups(rows):
         names = ", ".join(sorted(k for k, _, _ in items)[:6]) + (" …" if len(items) > 6 else "")
         out.append(f"| {stage} | `{c}` | {len(items)} | {names} |")
     out += ["", "## Export failures (outside membudget)", "", "| status | exporter's error | rows |", "|---|---|---|"]
@@ -147,7 +170,7 @@ def render(results):
 
 
 def print_failures(results, cache):
-    for (stage, c), items in groups(results["rows"], cache):
+    for (stage, c), items in groups(results["rows"]):
         key, row, err = items[0]
         print(f"[{len(items)}] {stage}: {c}")
         print(f"     e.g. {os.path.join(cache, row['export']['file'])}")
