@@ -168,8 +168,10 @@ def inputs(case: Case, module, device: str = "meta", seq: int = EXAMPLE_SEQ):
     if kind == "clip":
         v, t = cfg.vision_config, cfg.text_config
         s = _dim("seq", max_positions(t))
-        return (), {"input_ids": ids(seq), "pixel_values": torch.randn(b, 3, v.image_size, v.image_size, device=device),
-                    "return_loss": True}, {"input_ids": {1: s}}
+        # logits_per_image (membudget adds the cross-entropy); return_loss=True would make torch.export
+        # fix the batch (CLIP's loss builds its labels with arange over the batch)
+        return (), {"input_ids": ids(seq), "pixel_values": torch.randn(b, 3, v.image_size, v.image_size, device=device)}, \
+            {"input_ids": {1: s}}
     if kind == "speech":
         frames = 2 * cfg.max_source_positions
         t = _dim("tgt_seq", cfg.max_target_positions)

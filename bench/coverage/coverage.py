@@ -164,6 +164,10 @@ def run_membudget(a, rec):
         info["parameters"] = doc["totals"]["parameters"]
         info["buffers"] = doc["totals"]["buffers"]["numel"]
         info["opset"] = doc.get("opsets") or doc.get("opset")
+        # the exporter can fix the batch without an error (CLIP's loss): say so
+        fixed = sorted({i["shape"][0] for i in doc.get("inputs", []) if i.get("shape") and isinstance(i["shape"][0], int)})
+        if fixed:
+            info["static_batch"] = fixed
         names_path = os.path.join(a.cache, "names", case_key(rec["case"]) + ".json")
         if os.path.exists(names_path):
             with open(names_path) as f:

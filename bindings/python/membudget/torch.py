@@ -324,6 +324,11 @@ def _estimate_kwargs(module, model: Model, exported: _Export, kwargs: Dict[str, 
     if missing:
         raise ValueError(f"dims {missing} are not dims of the exported graph (its dims: {sorted(graph)}); "
                          "export with an example of that size, or make the axis dynamic with dynamic=")
+    fixed = sorted({t.shape[0] for t in model.inputs if t.shape and isinstance(t.shape[0], int)})
+    if fixed and kwargs.get("batch") != fixed[0]:
+        warnings.warn(f"membudget.torch: the exporter fixed the batch of {type(module).__name__} at {fixed[0]} (its "
+                      "code builds tensors from the batch size, e.g. labels with arange): the graph is only valid at "
+                      "that batch", stacklevel=4)
     dims = {k: v for k, v in exported.dims.items() if k in graph}
     dims.update(user)
     if dims:
