@@ -110,7 +110,7 @@ def dynamic_shapes_for(module: torch.nn.Module, args: Sequence[Any], kwargs: Map
     return out
 
 
-def _name_dims(program, module, args, kwargs, dynamic_shapes) -> None:
+def _name_dims(program, module, dynamic_shapes) -> None:
     """Give the graph's symbolic dims our names. The exporter renames them only when its flat
     list of dynamic shapes lines up with the graph's inputs, which a non-tensor argument (a
     None entry) breaks, leaving ``s17`` for the batch. Inputs are matched by name: keyword
@@ -167,7 +167,7 @@ def export(module: torch.nn.Module, args: Sequence[Any], path: Optional[str] = N
         program = torch.onnx.export(module, tuple(args), kwargs=kwargs or None, dynamo=True, optimize=optimize,
                                     dynamic_shapes=dynamic_shapes, verbose=False, opset_version=opset_version)
     if ours:
-        _name_dims(program, module, tuple(args), kwargs, dynamic_shapes)
+        _name_dims(program, module, dynamic_shapes)
     if input_names is not None:
         inputs = list(program.model.graph.inputs)
         if len(input_names) != len(inputs):

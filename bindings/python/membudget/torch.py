@@ -297,8 +297,8 @@ def export_onnx(module: "_torch.nn.Module", example_inputs: Inputs, *, opset_ver
                 output: Any = "auto", weightless: bool = False, path: Optional[str] = None) -> Optional[bytes]:
     """The ONNX of ``module`` as a training graph, batch axis dynamic: the bytes, or None when
     written to ``path``. With weights unless ``weightless`` (a meta or fake module always is);
-    a model over protobuf's 2 GiB needs ``path`` (weights go to ``<path>.data`` with the
-    TorchScript exporter, ``<path>.data`` or the exporter's own file with dynamo) or weightless.
+    a model over protobuf's 2 GiB needs ``path`` (its weights go to external data next to it)
+    or ``weightless=True``.
 
     Raises ExportError, with the exporter's exception chained, when the export fails."""
     return _export(module, example_inputs, dynamic=dynamic, exporter=exporter, opset_version=opset_version,
