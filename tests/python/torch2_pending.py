@@ -53,3 +53,16 @@ def test_both_exporters_charge_the_same_gpt2_step(cli):
     b = estimate(cli, "gpt2_small.torchscript")
     assert abs(a["activations"] - b["activations"]) <= 0.01 * b["activations"]
     assert abs(a["allocated_peak"] - b["allocated_peak"]) <= 0.01 * b["allocated_peak"]
+
+
+@pytest.mark.parametrize("name,layers,heads", [(LLAMA, 4, 8), ("gpt2_small.dynamo", 4, 8),
+                                               ("gpt2_small.torchscript", 4, 8)])
+def test_sdpa_is_recognised_as_fused_attention(cli, name, layers, heads):
+    # issue 13 item 1: the models call torch's scaled_dot_product_attention (attn_implementation
+    # "sdpa"); both exporters write it decomposed (MatMul, Add, Softmax, IsNaN, Where over
+    # [batch, heads, seq, seq]). The fused CUDA kernels keep no [seq, seq] tensor for backward,
+    # eager attention keeps at least softmax's fp32 output per layer, so --attention fused must
+    # save at least that much. Today both settings give the same bytes.
+    fused = estimate(cli, name, "--attention", "fused")
+    eager = estimate(cli, name, "--attention", "eager")
+    assert eager["activations"] - fused["activations"] >= layers * BATCH * heads * SEQ * SEQ * 4

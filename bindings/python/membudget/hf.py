@@ -167,7 +167,9 @@ def estimate_options(a) -> Dict[str, Any]:
         kw["batch_multiple"] = a.multiple_of
     if a.utilization is not None:
         kw["utilization"] = a.utilization
-    for flag in ("ema", "master_weights"):
+    if a.teacher:
+        kw["teacher"] = a.teacher
+    for flag in ("ema", "master_weights", "teacher_offload"):
         if getattr(a, flag):
             kw[flag] = True
     if a.foreach is not None:
@@ -212,6 +214,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--attention", choices=("fused", "eager"))
     ap.add_argument("--loss", choices=("auto", "ce", "mse", "none"))
     ap.add_argument("--ema", action="store_true")
+    ap.add_argument("--teacher", metavar="T.onnx")
+    ap.add_argument("--teacher-offload", action="store_true")
     ap.add_argument("--freeze", action="append")
     ap.add_argument("--trainable", action="append")
     ap.add_argument("--checkpoint", action="append")
