@@ -213,7 +213,7 @@ typedef enum mb_inference_sign_kind {
   MB_SIGN_OPTIMIZED = 1,         /* rewritten by onnxscript's optimizer (optimize=True) */
   MB_SIGN_BN_FOLDED = 2,         /* BatchNorm folded into the preceding Conv */
   MB_SIGN_BN_INFERENCE = 3,      /* BatchNormalization normalising with its running statistics */
-  MB_SIGN_DROPOUT_INFERENCE = 4, /* Dropout in inference mode (training_mode false or absent) */
+  MB_SIGN_DROPOUT_INFERENCE = 4, /* Dropout in inference mode (training_mode false) */
   MB_SIGN_DROPOUT_REMOVED = 5    /* Dropout replaced by Identity (an eval-mode TorchScript export) */
 } mb_inference_sign_kind;
 MB_API size_t mb_model_num_inference_signs(const mb_model *model);

@@ -7,7 +7,7 @@
  *                           (train(): ..._legit_functional), no dropout at all
  *   TorchScript, eval()     BatchNormalization with training_mode 0 (opset >= 14) or a single
  *                           output (older opsets); dropout becomes Identity
- *   Dropout, opset >= 12    inference unless its training_mode input is true
+ *   Dropout, opset >= 12    inference when its training_mode input is false
  * A dynamo export writes every BatchNormalization without training_mode, in training too: the
  * aten op it came from decides. */
 #include "passes/inference.h"
@@ -62,9 +62,11 @@ static bool dropout_inference(const mb_graph *g, const mb_node *n) {
     return (aten_is(n, "aten.native_dropout.") || aten_is(n, "aten.dropout.")) &&
            mb_fx_literal(&n->origin, 2, "train", &train) && train == 0;
   }
-  if (n->opset < 12) return false; /* no training flag before opset 12 */
+  /* Only an explicit training_mode false says inference: PyTorch's exporters write the dropout
+   * inside scaled_dot_product_attention's decomposition as Dropout(x, ratio), without
+   * training_mode, in training too (an eval-mode nn.Dropout is not exported at all) */
+  if (n->opset < 12 || n->n_inputs < 3 || n->inputs[2] < 0) return false;
   double train;
-  if (n->n_inputs < 3 || n->inputs[2] < 0) return true;
   return known_value(g, n->inputs[2], &train) && train == 0;
 }
 

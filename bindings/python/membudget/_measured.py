@@ -247,7 +247,7 @@ def _fit(steps: Sequence[StepMemory]) -> Tuple[int, int, int, int]:
 def measure(module: Any, example_inputs: Any, *, batches: Optional[Sequence[int]] = None,
             gpu: Optional[str] = None, device_memory: Optional[Any] = None, target_utilization: float = 0.9,
             min_batch_size: int = 1, max_batch_size: int = 65536, multiple_of: int = 1, optimizer: str = "adamw",
-            precision: str = "fp32", loss: str = "auto", opset_version: int = 17,
+            precision: str = "fp32", loss: str = "auto", opset_version: Optional[int] = None,
             measure_steps: Optional[Callable[..., MeasuredSteps]] = None, **kwargs: Any) -> MeasuredBatch:
     """Measure training steps of ``module`` and solve the batch size (see the module's doc).
 
@@ -279,7 +279,7 @@ def measure(module: Any, example_inputs: Any, *, batches: Optional[Sequence[int]
     model = None
     static_error = ""
     try:
-        model = mt.load(module, example_inputs, opset_version=opset_version)
+        model = mt.load(module, example_inputs, **({"opset_version": opset_version} if opset_version else {}))
         first = _estimate(model, batch=min_batch_size, **static_kw)
     except (ExportError, MembudgetError) as e:
         if model is not None:

@@ -1,24 +1,45 @@
 """Estimate straight from a PyTorch ``nn.Module`` and example inputs (needs PyTorch).
 
-The module is exported to ONNX in memory, as a training graph: ``torch.onnx.export`` with
-``training=TrainingMode.TRAINING`` (BatchNorm keeps updating its statistics, Dropout stays in
-the graph) and ``do_constant_folding=False`` (weights stay weights), and axis 0 of every
-input marked as the dynamic dim "batch". The other dims are the example's: estimate with the
-sequence length or image size you will train with. Then the ONNX bytes are estimated like any
+The module is exported to ONNX in memory as a *training* graph, weightless (membudget never
+reads weights, so no weight is copied and models of any size export), then estimated like any
 model::
 
     import membudget.torch
 
     batch = membudget.torch.compute_batch_size(net, torch.randn(2, 3, 224, 224), gpu="a100-40gb")
+    budget = membudget.torch.estimate(llama, {"input_ids": ids, "labels": ids}, batch=8,
+                                      precision="amp-bf16", dims={"sequence": 4096})
 
-The export holds the weights in memory, so it needs about the model's size in RAM, and
-protobuf limits an in-memory model to 2 GiB: export larger models to a file with external
-data yourself and ``membudget.load()`` that.
+The exporter: on torch 2.x the dynamo exporter (``torch.onnx.export(dynamo=True,
+optimize=False)``; its optimizer would fold BatchNorm into Conv, an inference graph), on torch
+1.x the TorchScript exporter (``training=TrainingMode.TRAINING``, ``do_constant_folding=False``).
+Either way the module runs its forward in ``train()`` mode (Dropout stays, BatchNorm updates
+its statistics) and its modes, buffers and RNG state are put back afterwards.
+
+Inputs: a tensor, a tuple of positional inputs, or a dict of keyword inputs (Hugging Face's
+``input_ids``, ``attention_mask``, ``labels``, ...); other values are fixed at the example's.
+Axis 0 of every tensor input is the dim ``batch``. ``dynamic`` names more dynamic axes per input
+(``{"input_ids": {1: "sequence"}}``); a Hugging Face model gets ``sequence`` (and
+``decoder_sequence``) on its token inputs without asking. Every dim other than the batch is
+estimated at the example's size unless ``dims`` binds it.
+
+Results: a tensor; a dict or ``ModelOutput`` gives the tensor a training loop reads (``loss``
+when the model computes one, as Hugging Face models do when given ``labels``; else ``logits``;
+else the first tensor). ``config.use_cache`` is off during the export.
+
+Without weights: a module built on the meta device (``with torch.device("meta"):``) or under
+``FakeTensorMode`` is estimated without any weight being materialised: the way to size a 70B
+model on a laptop. Parameters with ``requires_grad=False`` (a frozen backbone, LoRA's base
+weights) are estimated frozen unless ``freeze``/``trainable`` are given; Hugging Face gradient
+checkpointing (``gradient_checkpointing_enable()``) becomes ``checkpoint`` on the checkpointed
+layers unless ``checkpoint`` is given.
 """
 from __future__ import annotations
 
-import io
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+import contextlib
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 try:
     import torch as _torch
@@ -33,73 +54,351 @@ from ._estimate import compute_batch_size as _compute_batch_size
 from ._estimate import estimate as _estimate
 from ._model import Model, load as _load
 
-Inputs = Union["_torch.Tensor", Sequence["_torch.Tensor"]]
+Inputs = Union["_torch.Tensor", Sequence[Any], Mapping[str, Any]]
+Dynamic = Optional[Mapping[Union[str, int], Mapping[int, Any]]]
 
 BATCH_DIM = "batch"
+SEQUENCE_DIM = "sequence"
+DECODER_SEQUENCE_DIM = "decoder_sequence"
+EXPORTERS = ("auto", "dynamo", "torchscript")
+
+_VERSION = tuple(int(p) for p in _torch.__version__.split("+")[0].split(".")[:2] if p.isdigit())
+# torch.onnx.export(dynamo=True, optimize=..., dynamic_shapes=...) as used here: torch 2.6 on
+DYNAMO_AVAILABLE = _VERSION >= (2, 6)
+
+# Hugging Face token inputs: [batch, sequence] (the decoder's of an encoder-decoder model have
+# their own length)
+_HF_TOKEN_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids", "labels")
+_HF_DECODER_INPUTS = ("decoder_input_ids", "decoder_attention_mask")
 
 
-def _as_tuple(example_inputs: Inputs) -> Tuple[Any, ...]:
+@dataclass
+class _Export:
+    data: bytes
+    exporter: str
+    dims: Dict[str, int] = field(default_factory=dict)    # example size of each non-batch dim
+    notes: List[str] = field(default_factory=list)
+    checkpointed: List[str] = field(default_factory=list)  # module paths Hugging Face checkpoints
+
+
+def _split_inputs(example_inputs: Inputs) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
+    """(args, kwargs) from a tensor, a tuple/list (a trailing dict holds keyword inputs, as
+    torch.onnx.export takes them) or a dict of keyword inputs."""
     if isinstance(example_inputs, _torch.Tensor):
-        return (example_inputs,)
+        return (example_inputs,), {}
+    if isinstance(example_inputs, Mapping):
+        return (), dict(example_inputs)
     if isinstance(example_inputs, (tuple, list)):
-        return tuple(example_inputs)
-    raise TypeError("example_inputs must be a tensor or a tuple/list of tensors, "
+        args = tuple(example_inputs)
+        if args and isinstance(args[-1], Mapping):
+            return args[:-1], dict(args[-1])
+        return args, {}
+    raise TypeError("example_inputs must be a tensor, a tuple/list of inputs or a dict of keyword inputs, "
                     f"not {type(example_inputs).__name__}")
 
 
-def export_onnx(module: "_torch.nn.Module", example_inputs: Inputs, *, opset_version: int = 17,
-                input_names: Optional[Sequence[str]] = None) -> bytes:
-    """The ONNX bytes of ``module`` as a training graph, batch axis dynamic.
+def _hf_config(module: "_torch.nn.Module"):
+    config = getattr(module, "config", None)
+    if config is None and hasattr(module, "get_base_model"):  # peft
+        config = getattr(module.get_base_model(), "config", None)
+    return config
+
+
+def _max_positions(config) -> Optional[int]:
+    for key in ("max_position_embeddings", "n_positions", "max_target_positions"):
+        if isinstance(getattr(config, key, None), int):
+            return getattr(config, key)
+    return None
+
+
+def _default_dynamic(module: "_torch.nn.Module", kwargs: Mapping[str, Any]) -> Dict[str, Dict[int, Any]]:
+    """Hugging Face token inputs: axis 1 is the (decoder) sequence, bounded by the position
+    table when the config has one (torch.export wants the bound; the TorchScript exporter of
+    torch 1.x takes the name)."""
+    config = _hf_config(module)
+    if config is None:
+        return {}
+    limit = _max_positions(config)
+    made: Dict[str, Any] = {}
+
+    def dim(name):
+        if not DYNAMO_AVAILABLE:
+            return name
+        if name not in made:
+            made[name] = _torch.export.Dim(name, max=limit) if limit else _torch.export.Dim(name)
+        return made[name]
+
+    seq2seq = bool(getattr(config, "is_encoder_decoder", False))
+    out: Dict[str, Dict[int, Any]] = {}
+    for k, v in kwargs.items():
+        if not isinstance(v, _torch.Tensor) or v.dim() < 2 or v.shape[1] < 2:
+            continue
+        if k in _HF_DECODER_INPUTS or (seq2seq and k == "labels"):
+            out[k] = {1: dim(DECODER_SEQUENCE_DIM)}
+        elif k in _HF_TOKEN_INPUTS:
+            out[k] = {1: dim(SEQUENCE_DIM)}
+    return out
+
+
+def _dim_name(d: Any) -> str:
+    return d if isinstance(d, str) else d.__name__
+
+
+def _example_dims(module, args, kwargs, dynamic: Mapping[Any, Mapping[int, Any]]) -> Dict[str, int]:
+    from ._exportutil import forward_params
+    position = {name: i for i, name in enumerate(forward_params(module))}
+    sizes: Dict[str, int] = {}
+    for key, axes in dynamic.items():
+        if isinstance(key, str) and key not in kwargs and position.get(key, len(args)) < len(args):
+            key = position[key]
+        value = args[key] if isinstance(key, int) else kwargs.get(key)
+        if isinstance(value, _torch.Tensor):
+            for axis, d in axes.items():
+                if d is not None and axis < value.dim():
+                    sizes.setdefault(_dim_name(d), int(value.shape[axis]))
+    return sizes
+
+
+def _is_fake(module: "_torch.nn.Module") -> bool:
+    try:
+        from torch._subclasses.fake_tensor import is_fake
+    except ImportError:  # pragma: no cover - torch 1.x
+        return False
+    return any(is_fake(t) for t in list(module.parameters()) + list(module.buffers()))
+
+
+def _is_meta(module: "_torch.nn.Module") -> bool:
+    return any(t.is_meta for t in list(module.parameters()) + list(module.buffers()))
+
+
+def _real(value: Any) -> Any:
+    """Fake input tensors as real zeros of the same shape (small; a fake module's export
+    traces real example inputs more reliably than fake ones)."""
+    if isinstance(value, _torch.Tensor):
+        return _torch.zeros(value.shape, dtype=value.dtype)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_real(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _real(v) for k, v in value.items()}
+    return value
+
+
+@contextlib.contextmanager
+def _checkpointing_off(module: "_torch.nn.Module") -> Iterator[List[str]]:
+    """Hugging Face gradient checkpointing, switched off for the export (the graph is the
+    same; membudget is told which modules recompute instead). Yields their module paths."""
+    flagged = [(name, m) for name, m in module.named_modules() if getattr(m, "gradient_checkpointing", False) is True]
+    layers = [name for name, m in flagged
+              if any(c.__name__ == "GradientCheckpointingLayer" for c in type(m).__mro__)]
+    paths = list(layers)
+    if not layers:  # older transformers: the layer stack's module holds the flag, each layer is checkpointed
+        for name, m in flagged:
+            for child_name, child in m.named_children():
+                if isinstance(child, _torch.nn.ModuleList):
+                    paths += [f"{name}.{child_name}.{i}".lstrip(".") for i in range(len(child))]
+    for _, m in flagged:
+        m.gradient_checkpointing = False
+    try:
+        yield paths
+    finally:
+        for _, m in flagged:
+            m.gradient_checkpointing = True
+
+
+def _unwrap_peft(module: "_torch.nn.Module") -> "_torch.nn.Module":
+    """A peft model with adapters injected into its layers (LoRA and kin) is exported as the
+    base model that holds them: same parameters and requires_grad, the base model's module
+    paths, and torch.export traces the base model's forward where PeftModel's wrapper fails
+    (with attention_mask: NameError in the guards torch 2.15 generates). Prompt learning
+    changes the inputs, so that wrapper stays."""
+    config = getattr(module, "active_peft_config", None)
+    if config is not None and hasattr(module, "get_base_model") and not getattr(config, "is_prompt_learning", False):
+        return module.get_base_model()
+    return module
+
+
+def _export(module: "_torch.nn.Module", example_inputs: Inputs, *, dynamic: Dynamic = None,
+            exporter: str = "auto", opset_version: Optional[int] = None, output: Any = "auto",
+            input_names: Optional[Sequence[str]] = None, weightless: bool = True,
+            path: Optional[str] = None) -> _Export:
+    if exporter not in EXPORTERS:
+        raise ValueError(f"exporter must be one of {EXPORTERS}, not {exporter!r}")
+    if exporter == "dynamo" and not DYNAMO_AVAILABLE:
+        raise ValueError(f"exporter='dynamo' needs torch >= 2.6 (this is {_torch.__version__})")
+    args, kwargs = _split_inputs(example_inputs)
+    module = _unwrap_peft(module)
+    fake, meta = _is_fake(module), _is_meta(module)
+    if fake:
+        args, kwargs = _real(args), _real(kwargs)
+    weightless = weightless or fake or meta
+    auto_dynamic = dynamic is None
+    spec = dict(_default_dynamic(module, kwargs) if auto_dynamic else dynamic)
+    order = ["dynamo", "torchscript"] if exporter == "auto" and DYNAMO_AVAILABLE else \
+        ["torchscript"] if exporter == "auto" else [exporter]
+    if fake or meta:
+        if "dynamo" not in order:
+            raise ValueError("a module on the meta device or under FakeTensorMode exports only through the dynamo "
+                             "exporter (torch >= 2.6): the TorchScript exporter traces real tensors")
+        order = ["dynamo"]
+    notes: List[str] = []
+    errors: List[Tuple[str, str]] = []
+    with _checkpointing_off(module) as checkpointed:
+        for which in order:
+            attempts = [spec, {}] if which == "dynamo" and auto_dynamic and spec else [spec]
+            for s in attempts:
+                try:
+                    data = _run_exporter(which, module, args, kwargs, s, opset_version, output, input_names,
+                                         weightless, path)
+                except Exception as e:  # the exporters raise many types; all mean "no graph"
+                    errors.append((which, f"{type(e).__name__}: {_first_line(e)}"))
+                    last = e
+                    continue
+                if s is not spec:
+                    notes.append(f"only the batch is dynamic: exporting with dynamic {sorted(map(_dim_name, _flat(spec)))} "
+                                 f"failed ({errors[-1][1]})")
+                if errors and which != order[0]:
+                    warnings.warn(f"membudget.torch: the {order[0]} export failed ({errors[0][1]}); "
+                                  f"used the {which} exporter", stacklevel=3)
+                return _Export(data or b"", which, _example_dims(module, args, kwargs, s), notes, checkpointed)
+    name = type(module).__name__
+    several = len({which for which, _ in errors}) > 1
+    raise ExportError(f"torch.onnx.export of {name} failed: " +
+                      "; ".join(f"{which}: {text}" if several else text for which, text in errors)) from last
+
+
+def _flat(spec: Mapping[Any, Mapping[int, Any]]):
+    return {d for axes in spec.values() for d in axes.values() if d is not None}
+
+
+def _first_line(e: BaseException) -> str:
+    """The exporter's message; the dynamo exporter's ConversionError keeps the real cause
+    under 'Exception summary'."""
+    import re
+    text = str(e)
+    m = re.search(r"## Exception summary\s*\n\s*\n?(.*?)(\n\n|$)", text, re.S)
+    if m:
+        text = m.group(1)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _run_exporter(which, module, args, kwargs, spec, opset_version, output, input_names, weightless, path):
+    if which == "dynamo":
+        from . import _dynamo
+        return _dynamo.export(module, args, path, kwargs=kwargs, dynamic=spec, weightless=weightless,
+                              opset_version=opset_version, output=output, input_names=input_names)
+    from . import _torchscript
+    names = {k: {a: _dim_name(d) for a, d in axes.items()} for k, axes in spec.items()}
+    names = {(f"input_{k}" if isinstance(k, int) else k): v for k, v in names.items()}
+    return _torchscript.export(module, args, path, kwargs=kwargs, dynamic=names, weightless=weightless,
+                               opset_version=opset_version or 17, input_names=input_names, output=output)
+
+
+def export_onnx(module: "_torch.nn.Module", example_inputs: Inputs, *, opset_version: Optional[int] = None,
+                input_names: Optional[Sequence[str]] = None, dynamic: Dynamic = None, exporter: str = "auto",
+                output: Any = "auto", weightless: bool = False, path: Optional[str] = None) -> Optional[bytes]:
+    """The ONNX of ``module`` as a training graph, batch axis dynamic: the bytes, or None when
+    written to ``path``. With weights unless ``weightless`` (a meta or fake module always is);
+    a model over protobuf's 2 GiB needs ``path`` (its weights go to external data next to it)
+    or ``weightless=True``.
 
     Raises ExportError, with the exporter's exception chained, when the export fails."""
-    args = _as_tuple(example_inputs)
-    tensors = [a for a in args if isinstance(a, _torch.Tensor)]
-    if len(tensors) != len(args):
-        raise TypeError("example_inputs must all be tensors (keyword and non-tensor arguments are not exported)")
-    names = list(input_names) if input_names is not None else [f"input_{i}" for i in range(len(args))]
-    if len(names) != len(args):
-        raise ValueError(f"{len(names)} input_names for {len(args)} example inputs")
-    dynamic: Dict[str, Dict[int, str]] = {n: {0: BATCH_DIM} for n, t in zip(names, args) if t.dim() > 0}
-    buf = io.BytesIO()
-    # A training-mode export runs the module forward: BatchNorm would fold the example batch into
-    # its running statistics and dropout would draw from the RNG. Estimating must not change the
-    # model a script is about to train, so both are put back.
-    buffers = [(b, b.detach().clone()) for b in module.buffers()]
-    try:
-        with _torch.random.fork_rng(devices=[]):
-            _torch.onnx.export(module, args, buf, training=_torch.onnx.TrainingMode.TRAINING,
-                               do_constant_folding=False, opset_version=opset_version, input_names=names,
-                               dynamic_axes=dynamic)
-    except Exception as e:  # the exporter raises many types; all mean "no graph"
-        raise ExportError(f"torch.onnx.export of {type(module).__name__} failed: {type(e).__name__}: {e}") from e
-    finally:
-        with _torch.no_grad():
-            for b, saved in buffers:
-                b.copy_(saved)
-    return buf.getvalue()
+    return _export(module, example_inputs, dynamic=dynamic, exporter=exporter, opset_version=opset_version,
+                   output=output, input_names=input_names, weightless=weightless, path=path).data or None
 
 
-def load(module: "_torch.nn.Module", example_inputs: Inputs, *, opset_version: int = 17) -> Model:
-    """Export ``module`` (see export_onnx) and load the graph as a membudget Model."""
-    return _load(export_onnx(module, example_inputs, opset_version=opset_version))
+def _open(module, example_inputs, export_options) -> Tuple[Model, _Export]:
+    exported = _export(module, example_inputs, **export_options)
+    return _load(exported.data), exported
 
 
-def estimate(module: "_torch.nn.Module", example_inputs: Inputs, *, opset_version: int = 17,
-             **kwargs: Any) -> Budget:
-    """``membudget.estimate()`` of the exported module; ``kwargs`` are estimate()'s (gpu,
-    batch, optimizer, precision, ...). The example's batch size is not used: give ``batch``
-    or a device to solve for."""
-    with load(module, example_inputs, opset_version=opset_version) as model:
-        return _estimate(model, **kwargs)
+def _graph_dims(model: Model) -> set:
+    return {d for t in model.inputs for d in (t.shape or ()) if isinstance(d, str)}
 
 
-def compute_batch_size(module: "_torch.nn.Module", example_inputs: Inputs, *, opset_version: int = 17,
-                       **kwargs: Any) -> int:
+def _estimate_kwargs(module, model: Model, exported: _Export, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """estimate()'s keywords with what the module says filled in: the example's size of every
+    dim the caller did not bind, frozen parameters, checkpointed layers."""
+    kwargs = dict(kwargs)
+    graph = _graph_dims(model)
+    user = dict(kwargs.get("dims") or {})
+    missing = [d for d in user if d not in graph]
+    if missing:
+        raise ValueError(f"dims {missing} are not dims of the exported graph (its dims: {sorted(graph)}); "
+                         "export with an example of that size, or make the axis dynamic with dynamic=")
+    fixed = sorted({t.shape[0] for t in model.inputs if t.shape and isinstance(t.shape[0], int)})
+    if fixed and kwargs.get("batch") != fixed[0]:
+        warnings.warn(f"membudget.torch: the exporter fixed the batch of {type(module).__name__} at {fixed[0]} (its "
+                      "code builds tensors from the batch size, e.g. labels with arange): the graph is only valid at "
+                      "that batch", stacklevel=4)
+    dims = {k: v for k, v in exported.dims.items() if k in graph}
+    dims.update(user)
+    if dims:
+        kwargs["dims"] = dims
+    if "freeze" not in kwargs and "trainable" not in kwargs:
+        kwargs.update(_requires_grad(_unwrap_peft(module), model))
+    if exported.checkpointed and "checkpoint" not in kwargs:
+        kwargs["checkpoint"] = exported.checkpointed
+    return kwargs
+
+
+def _requires_grad(module, model: Model) -> Dict[str, List[str]]:
+    """freeze/trainable from requires_grad, when some parameter does not train. By name: every
+    alias of a tied parameter (the graph keeps one of them), checked against the graph's
+    initializers so that a renamed weight cannot silently freeze the model."""
+    aliases: Dict[int, List[str]] = {}
+    for name, value in module.state_dict(keep_vars=True).items():
+        if isinstance(value, _torch.nn.Parameter):
+            aliases.setdefault(id(value), []).append(name)
+    params = list(module.parameters())
+    if all(p.requires_grad for p in params):
+        return {}
+    inits = {i["name"] for i in model.info()["initializers"]}
+    trainable = [n for p in params if p.requires_grad for n in aliases.get(id(p), []) if n in inits]
+    lost = [aliases.get(id(p), ["?"])[0] for p in params
+            if p.requires_grad and not any(n in inits for n in aliases.get(id(p), []))]
+    if lost:
+        warnings.warn(f"membudget.torch: {len(lost)} trainable parameters (e.g. {lost[0]}) are not initializers "
+                      "of the exported graph under their names: requires_grad is not applied; pass freeze= and "
+                      "trainable= yourself", stacklevel=4)
+        return {}
+    return {"freeze": ["*"], "trainable": trainable}
+
+
+_EXPORT_OPTIONS = ("opset_version", "dynamic", "exporter", "output")
+
+
+def _export_options(kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: kwargs.pop(k) for k in _EXPORT_OPTIONS if k in kwargs}
+
+
+def load(module: "_torch.nn.Module", example_inputs: Inputs, **export_options: Any) -> Model:
+    """Export ``module`` weightless (see the module's docstring) and load the graph as a
+    membudget Model. ``export_options``: opset_version, dynamic, exporter, output."""
+    model, _ = _open(module, example_inputs, export_options)
+    return model
+
+
+def estimate(module: "_torch.nn.Module", example_inputs: Inputs, **kwargs: Any) -> Budget:
+    """``membudget.estimate()`` of the exported module. ``kwargs``: the export's (opset_version,
+    dynamic, exporter, output) and estimate()'s (gpu, batch, optimizer, precision, dims, ...).
+    The example's batch size is not used: give ``batch`` or a device to solve for; other dims
+    default to the example's sizes."""
+    options = _export_options(kwargs)
+    model, exported = _open(module, example_inputs, options)
+    with model:
+        return _estimate(model, **_estimate_kwargs(module, model, exported, kwargs))
+
+
+def compute_batch_size(module: "_torch.nn.Module", example_inputs: Inputs, **kwargs: Any) -> int:
     """``membudget.compute_batch_size()`` of the exported module (gpu or device_memory,
-    target_utilization, min_batch_size, max_batch_size, multiple_of, and estimate()'s kwargs).
-    ``mode="measured"``: real training steps on the GPU instead (membudget/_measured.py)."""
+    target_utilization, min_batch_size, max_batch_size, multiple_of, estimate()'s keywords,
+    and the export's as in estimate()). ``mode="measured"``: real training steps on the GPU
+    instead (membudget/_measured.py)."""
     if kwargs.get("mode") == "measured":
         kwargs.pop("mode")
-        return _measured.compute_batch_size(module, example_inputs, opset_version=opset_version, **kwargs)
-    with load(module, example_inputs, opset_version=opset_version) as model:
-        return _compute_batch_size(model, **kwargs)
+        return _measured.compute_batch_size(module, example_inputs, **kwargs)
+    options = _export_options(kwargs)
+    model, exported = _open(module, example_inputs, options)
+    with model:
+        return _compute_batch_size(model, **_estimate_kwargs(module, model, exported, kwargs))
