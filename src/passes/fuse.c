@@ -75,16 +75,48 @@ static int commit(matcher *m, mb_fused *f, const int32_t *members, int32_t n) {
 }
 
 /* ---- attention: MatMul(q, kT) [scale] [mask] Softmax [Dropout] MatMul(., v) ---- */
+/* The scaled operand of `Mul(x, scalar)` that only the attention's first MatMul reads (torch
+ * 2.x's TorchScript export scales q and k^T by sqrt(scale) each): x and the Mul, else v itself. */
+static int32_t unscaled(matcher *m, int32_t v, int32_t mm, int32_t *mul) {
+  *mul = -1;
+  if (v < 0 || m->g->values[v].kind != MB_VALUE_NODE_OUTPUT) return v;
+  int32_t p = m->g->values[v].producer;
+  const mb_node *x = &m->g->nodes[p];
+  if (!is(x, "Mul") || x->n_inputs != 2 || m->group_of[p] >= 0 || sole_consumer(m, v) != mm) return v;
+  if (!is_scalar(m, x->inputs[1]) || is_scalar(m, x->inputs[0])) return v;
+  *mul = p;
+  return x->inputs[0];
+}
+
+/* The Where(IsNaN(s), 0, s) PyTorch 2's SDPA decomposition puts after its softmax (_safe_softmax):
+ * the Where, or -1. */
+static int32_t safe_softmax_where(matcher *m, int32_t softmax) {
+  int32_t s = m->g->nodes[softmax].outputs[0];
+  if (n_consumers(m, s) != 2 || m->g->values[s].num_uses != 2) return -1;
+  int32_t nan = -1, where = -1;
+  for (int32_t u = m->first_use[s]; u < m->first_use[s + 1]; u++) {
+    const mb_node *x = &m->g->nodes[m->uses[u]];
+    if (is(x, "IsNaN")) nan = m->uses[u];
+    else if (is(x, "Where") && x->n_inputs == 3 && x->inputs[2] == s) where = m->uses[u];
+  }
+  if (nan < 0 || where < 0 || m->g->nodes[where].inputs[0] != m->g->nodes[nan].outputs[0]) return -1;
+  if (sole_consumer(m, m->g->nodes[nan].outputs[0]) != where) return -1;
+  return where;
+}
+
 static void match_attention(matcher *m, int32_t k) {
   const mb_graph *g = m->g;
   const mb_node *mm1 = &g->nodes[k];
   if (!is(mm1, "MatMul") || mm1->n_inputs != 2 || is_weight(m, mm1->inputs[1])) return;
   if (m->t[mm1->outputs[0]].rank < 3) return;
-  int32_t members[8] = {k}, n = 1, extra[4], n_extra = 0;
+  /* at most 9 nodes before the last step, which adds up to 3 (softmax, IsNaN, Where), then
+   * the two scaling Muls */
+  int32_t members[16] = {k}, n = 1, extra[4], n_extra = 0;
   int32_t cur = mm1->outputs[0], c = sole_consumer(m, cur);
   enum { SCALE, MASK, SOFTMAX, DROPOUT, DONE } stage = SCALE;
   int32_t mm2 = -1;
-  while (c >= 0 && n < 8 && mm2 < 0) {
+  double dropout = 0;
+  while (c >= 0 && n < 10 && mm2 < 0) {
     const mb_node *x = &g->nodes[c];
     int32_t other = -1;
     if (stage <= SCALE && (is(x, "Div") || is(x, "Mul")) && x->n_inputs == 2) {
@@ -99,10 +131,21 @@ static void match_attention(matcher *m, int32_t k) {
       /* an upcast around the softmax (softmax(dtype=float32)) */
     } else if (stage <= SOFTMAX && is(x, "Softmax")) {
       stage = DROPOUT;
+      int32_t where = safe_softmax_where(m, c);
+      if (where >= 0) { /* the safe softmax's IsNaN and Where belong to it */
+        members[n++] = c;
+        members[n++] = g->values[g->nodes[where].inputs[0]].producer;
+        c = where;
+        x = &g->nodes[c];
+      } else if (n_consumers(m, x->outputs[0]) != 1) {
+        return;
+      }
     } else if (stage == DROPOUT && is(x, "Dropout")) {
       if (x->n_outputs > 1 && x->outputs[1] >= 0 && n_consumers(m, x->outputs[1]) > 0) return;
       for (int32_t i = 1; i < x->n_inputs; i++)
         if (x->inputs[i] >= 0 && n_extra < 4) extra[n_extra++] = x->inputs[i];
+      const mb_tinfo *r = x->n_inputs > 1 && x->inputs[1] >= 0 ? &m->t[x->inputs[1]] : NULL;
+      dropout = r && r->val && r->val->count == 1 ? (r->val->is_float ? r->val->f[0] : (double)r->val->i[0]) : 0.5;
       stage = DONE;
     } else if (stage >= DROPOUT && is(x, "MatMul") && x->inputs[0] == cur) {
       mm2 = c;
@@ -116,13 +159,22 @@ static void match_attention(matcher *m, int32_t k) {
     c = sole_consumer(m, cur);
   }
   if (mm2 < 0) return;
+  /* the CPU kernels do not fuse attention with dropout: it runs as the math path */
+  if (m->opt->cpu && dropout > 0) return;
+  int32_t mul_q, mul_k;
+  int32_t q = unscaled(m, mm1->inputs[0], k, &mul_q), kt = unscaled(m, mm1->inputs[1], k, &mul_k);
+  if (mul_q >= 0) members[n++] = mul_q;
+  if (mul_k >= 0) members[n++] = mul_k;
   mb_fused f = {.kind = MB_G_FUSED_ATTENTION, .last = mm2, .out = g->nodes[mm2].outputs[0],
                 .stats_ref = -1};
-  add_input(&f, mm1->inputs[0]);
-  add_input(&f, mm1->inputs[1]);
+  add_input(&f, q);
+  add_input(&f, kt);
   add_input(&f, g->nodes[mm2].inputs[1]);
   if (f.n_in != 3) return; /* q, k and v must be distinct tensors */
-  for (int32_t i = 0; i < n_extra; i++) add_input(&f, extra[i]);
+  int32_t scale_q = mul_q >= 0 ? g->nodes[mul_q].inputs[1] : -2;
+  int32_t scale_k = mul_k >= 0 ? g->nodes[mul_k].inputs[1] : -2;
+  for (int32_t i = 0; i < n_extra; i++) /* the scales are folded into the kernel */
+    if (extra[i] != scale_q && extra[i] != scale_k) add_input(&f, extra[i]);
   commit(m, &f, members, n);
 }
 
@@ -435,6 +487,8 @@ int mb_fuse(const mb_graph *g, const mb_tinfo *t, const mb_fuse_options *opt, mb
   if (fuse_attention)
     for (int32_t k = 0; k < g->n_nodes; k++)
       if (m.group_of[k] < 0) match_attention(&m, k);
+  for (int32_t k = 0; k < g->n_nodes; k++) /* SDPA's math path: the safe softmax is one op */
+    if (m.group_of[k] < 0 && is(&g->nodes[k], "Softmax")) fuse_safe_softmax(&m, k, g->n_nodes < k + 4 ? g->n_nodes : k + 4);
   for (int32_t k = 0; k < g->n_nodes; k++)
     if (m.group_of[k] < 0) match_linear(&m, k);
   for (int32_t k = 0; k < g->n_nodes; k++)
