@@ -67,13 +67,25 @@ MODELS = {
     "gpt2_small.dynamo": ("dynamo", "gpt2_small", "transformers GPT2LMHeadModel, small config"),
     "bert_small.dynamo": ("dynamo", "bert_small", "transformers BertForMaskedLM, small config"),
     "gpt2_small.torchscript": ("torchscript", "gpt2_small", "transformers GPT2LMHeadModel, small config"),
+    "swin_mini.torchscript": ("torchscript", "swin_mini",
+                              "torchvision SwinTransformer(patch_size=[4, 4], embed_dim=48, depths=[2, 2, 2, 2], "
+                              "num_heads=[3, 6, 12, 24], window_size=[7, 7]) (swin_t's blocks, narrower and "
+                              "shallower), 232x232: no stage's size divides by the window, so every window "
+                              "Pad pads (the shape arithmetic F.pad exports)"),
 }
+
+# The image size of each vision model's example (224 unless given).
+IMAGE = {"swin_mini": 232}
 
 
 def build(key, device):
     with torch.device(device):
         if key == "resnet18":
             return torchvision.models.resnet18(weights=None).train(), None
+        if key == "swin_mini":
+            return torchvision.models.swin_transformer.SwinTransformer(
+                patch_size=[4, 4], embed_dim=48, depths=[2, 2, 2, 2], num_heads=[3, 6, 12, 24],
+                window_size=[7, 7]).train(), None
         if key == "deeplabv3_mobilenet_v3_large":
             return torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
                 weights=None, weights_backbone=None).train(), None
@@ -88,7 +100,8 @@ def example(key, device):
     if key in HF:
         ids = torch.zeros(BATCH, SEQ, dtype=torch.long, device=device)
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    return torch.randn(BATCH, 3, 224, 224, device=device)
+    size = IMAGE.get(key, 224)
+    return torch.randn(BATCH, 3, size, size, device=device)
 
 
 def export(name):
@@ -100,7 +113,30 @@ def export(name):
     device = "meta" if exporter == "dynamo" else "cpu"   # the TorchScript exporter traces real tensors
     module, cfg = build(key, device)
     mt.export_onnx(module, example(key, device), path=path, weightless=True, exporter=exporter)
-    return truth(name, module, cfg, path, desc, exporter)
+    doc = truth(name, module, cfg, path, desc, exporter)
+    if key in IMAGE:
+        doc["pad_shapes"] = pad_shapes(module, key)
+    return doc
+
+
+def pad_shapes(module, key):
+    """The output shape of every F.pad the module's forward calls, batch axis left out, in call
+    order (the order of the Pad nodes in the graph): what PyTorch itself pads to."""
+    import torch.nn.functional as F
+    shapes, real_pad = [], F.pad
+
+    def recording_pad(x, pad, *args, **kwargs):
+        y = real_pad(x, pad, *args, **kwargs)
+        shapes.append(list(y.shape[1:]))
+        return y
+
+    F.pad = recording_pad
+    try:
+        with torch.no_grad():
+            module(example(key, "cpu")[:1])
+    finally:
+        F.pad = real_pad
+    return shapes
 
 
 def truth(name, module, cfg, path, desc, exporter):

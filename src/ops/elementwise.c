@@ -1,11 +1,37 @@
 /* Elementwise ops: unary (same shape and type), broadcasting binary and variadic arithmetic,
- * comparisons and logic (bool out), Where, Cast, Clip, Dropout. Integer arithmetic on known
- * small values is propagated so that exported shape computations resolve. */
+ * comparisons and logic (bool out), Where, Cast, Clip, Dropout. Arithmetic on known small
+ * values (integer, and float where exporters compute sizes in float) is propagated so that
+ * exported shape computations resolve. */
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "onnx/dtype.h"
 #include "ops/op.h"
+
+/* ONNX Round: halves go to the even neighbour, whatever the FPU's rounding mode. */
+static double round_half_even(double v) {
+  double f = floor(v), d = v - f;
+  return (d > 0.5 || (d == 0.5 && fmod(f, 2) != 0)) ? f + 1 : f;
+}
+
+/* Float values through the unary ops that exported size arithmetic uses: timm's "same"
+ * padding computes ceil(size / stride) in float (Cast, Div, Ceil, ...). */
+static int unary_float_values(mb_op_ctx *c, const mb_small_values *x) {
+  const char *op = c->node->op_type;
+  int kind = !strcmp(op, "Identity") ? 1 : !strcmp(op, "Neg") ? 2 : !strcmp(op, "Abs") ? 3
+           : !strcmp(op, "Ceil") ? 4 : !strcmp(op, "Floor") ? 5 : !strcmp(op, "Round") ? 6 : 0;
+  if (!kind) return MB_OK;
+  double *o = mb_op_new_fvalues(c, 0, x->count);
+  if (!o) return c->d->status;
+  for (int64_t k = 0; k < x->count; k++) {
+    double v = x->f[k];
+    o[k] = kind == 1 ? v : kind == 2 ? -v : kind == 3 ? fabs(v) : kind == 4 ? ceil(v)
+         : kind == 5 ? floor(v) : round_half_even(v);
+  }
+  return MB_OK;
+}
 
 static int unary(mb_op_ctx *c) {
   const mb_tinfo *x;
@@ -13,6 +39,7 @@ static int unary(mb_op_ctx *c) {
   if (rc) return rc;
   rc = mb_op_set(c, 0, x->dtype, x->rank, x->dims);
   if (rc) return rc;
+  if (x->val && x->val->is_float) return unary_float_values(c, x->val);
   int64_t n;
   const int64_t *v = mb_op_ivalues(c, 0, &n);
   const char *op = c->node->op_type;
@@ -37,6 +64,10 @@ static int64_t op_mod(int64_t a, int64_t b, bool *ok) {
   if (b == 0 || (a == INT64_MIN && b == -1)) { *ok = false; return 0; }
   int64_t m = a % b;
   return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m; /* fmod=0: sign of the divisor */
+}
+static int64_t op_fmod(int64_t a, int64_t b, bool *ok) {
+  if (b == 0) { *ok = false; return 0; }
+  return b == -1 ? 0 : a % b; /* fmod=1: C's remainder, the sign of the dividend */
 }
 static int64_t op_min(int64_t a, int64_t b, bool *ok) { (void)ok; return a < b ? a : b; }
 static int64_t op_max(int64_t a, int64_t b, bool *ok) { (void)ok; return a > b ? a : b; }
@@ -77,6 +108,8 @@ static int fold_float(mb_op_ctx *c, int32_t r, const int64_t *dims, uint64_t n) 
   const char *op = c->node->op_type;
   int kind = !strcmp(op, "Add") ? 1 : !strcmp(op, "Sub") ? 2 : !strcmp(op, "Mul") ? 3
            : !strcmp(op, "Div") ? 4 : !strcmp(op, "Min") ? 5 : !strcmp(op, "Max") ? 6 : 0;
+  /* floating Mod must have fmod=1 (C's fmod); fmod=0 is not defined for floats */
+  if (!strcmp(op, "Mod") && mb_op_attr_i(c, "fmod", 0)) kind = 7;
   if (!kind || mb_dtype_class_of(c->out[0]->dtype) != MB_DCLASS_FLOAT) return MB_OK;
   int64_t na, nb;
   const double *a = mb_op_fvalues(c, 0, &na), *b = mb_op_fvalues(c, 1, &nb);
@@ -87,7 +120,7 @@ static int fold_float(mb_op_ctx *c, int32_t r, const int64_t *dims, uint64_t n) 
     double x = a[mb_op_bcast_index(c->in[0], r, dims, (int64_t)k)];
     double y = b[mb_op_bcast_index(c->in[1], r, dims, (int64_t)k)];
     o[k] = kind == 1 ? x + y : kind == 2 ? x - y : kind == 3 ? x * y : kind == 4 ? x / y
-         : kind == 5 ? (x < y ? x : y) : (x > y ? x : y);
+         : kind == 5 ? (x < y ? x : y) : kind == 6 ? (x > y ? x : y) : fmod(x, y);
   }
   return MB_OK;
 }
@@ -119,13 +152,15 @@ static int broadcast_op(mb_op_ctx *c) {
   if (n > MB_SMALL_VALUE_MAX) return MB_OK;
   if (c->in[0]->val->is_float || c->in[1]->val->is_float) return fold_float(c, acc.rank, dims, n);
   if (!rule->fn) return MB_OK;
+  int_binop fn = rule->fn;
+  if (fn == op_mod && mb_op_attr_i(c, "fmod", 0)) fn = op_fmod; /* Mod's two remainders */
   int64_t na, nb;
   const int64_t *a = mb_op_ivalues(c, 0, &na), *b = mb_op_ivalues(c, 1, &nb);
   int64_t *o = mb_op_new_ivalues(c, 0, (int64_t)n);
   if (!o) return c->d->status;
   bool ok = true;
   for (uint64_t k = 0; k < n && ok; k++)
-    o[k] = rule->fn(a[mb_op_bcast_index(c->in[0], acc.rank, dims, (int64_t)k)],
+    o[k] = fn(a[mb_op_bcast_index(c->in[0], acc.rank, dims, (int64_t)k)],
                     b[mb_op_bcast_index(c->in[1], acc.rank, dims, (int64_t)k)], &ok);
   if (!ok) c->out[0]->val = NULL; /* division by zero: the values are not known */
   return MB_OK;
@@ -153,6 +188,58 @@ static int where_op(mb_op_ctx *c) {
     o[k] = vc[mb_op_bcast_index(cond, r2, d2, (int64_t)k)] ? vx[mb_op_bcast_index(x, r2, d2, (int64_t)k)]
                                                     : vy[mb_op_bcast_index(y, r2, d2, (int64_t)k)];
   return MB_OK;
+}
+
+/* Clip's bound i (1: min, 2: max) as a double. Absent: *v is left as the caller's default
+ * (opset 11+ inputs, each optional; attributes before). False when given but unknown. */
+static bool clip_bound(mb_op_ctx *c, int32_t i, double *v) {
+  if (c->opset < 11) {
+    const mb_attr *a = mb_op_attr(c, i == 1 ? "min" : "max");
+    if (a) *v = a->f;
+    return true;
+  }
+  if (i >= c->n_in || !c->in[i]) return true;
+  int64_t n;
+  const double *f = mb_op_fvalues(c, i, &n);
+  if (!f || n != 1) return false;
+  *v = f[0];
+  return true;
+}
+
+/* Clip: min(max(x, min), max), so max wins when min > max. Values fold: timm's "same" padding
+ * clamps its pad sizes at 0 with a Clip. Integer values stay integers (int64 bounds are exact
+ * in double only up to 2^53, so integer bounds are read as integers). */
+static int clip_op(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc || (rc = mb_op_set(c, 0, x->dtype, x->rank, x->dims)) || !x->val) return rc;
+  if (x->val->is_float) {
+    double lo = -FLT_MAX, hi = FLT_MAX; /* the opset 6 defaults: float's lowest and max */
+    if (c->opset >= 11) { lo = -INFINITY; hi = INFINITY; }
+    if (!clip_bound(c, 1, &lo) || !clip_bound(c, 2, &hi)) return MB_OK;
+    double *o = mb_op_new_fvalues(c, 0, x->val->count);
+    for (int64_t k = 0; o && k < x->val->count; k++) {
+      double v = x->val->f[k];
+      v = v < lo ? lo : v;
+      o[k] = v > hi ? hi : v;
+    }
+    return c->d->status;
+  }
+  int64_t lo = INT64_MIN, hi = INT64_MAX, n;
+  for (int32_t i = 1; i <= 2 && c->opset >= 11; i++) {
+    if (i >= c->n_in || !c->in[i]) continue;
+    const int64_t *b = mb_op_ivalues(c, i, &n);
+    if (!b || n != 1) return MB_OK;
+    *(i == 1 ? &lo : &hi) = b[0];
+  }
+  if (c->opset < 11) return MB_OK; /* float types only before opset 11 */
+  int64_t *o = mb_op_new_ivalues(c, 0, x->val->count);
+  for (int64_t k = 0; o && k < x->val->count; k++) {
+    int64_t v = x->val->i[k];
+    v = v < lo ? lo : v;
+    o[k] = v > hi ? hi : v;
+  }
+  return c->d->status;
 }
 
 static int not_op(mb_op_ctx *c) {
@@ -211,7 +298,7 @@ static int dropout_op(mb_op_ctx *c) {
 #define UNARY(name, grad) {"", name, 1, 1, unary, grad}
 const mb_op_def mb_ops_elementwise[] = {
   UNARY("Abs", MB_G_SAVE_X), UNARY("Acos", MB_G_SAVE_X_FP32), UNARY("Acosh", MB_G_SAVE_X), UNARY("Asin", MB_G_SAVE_X_FP32), UNARY("Asinh", MB_G_SAVE_X), UNARY("Atan", MB_G_SAVE_X),
-  UNARY("Atanh", MB_G_SAVE_X), UNARY("Ceil", MB_G_NOTHING), UNARY("Celu", MB_G_SAVE_X), UNARY("Clip", MB_G_SAVE_X), UNARY("Cos", MB_G_SAVE_X), UNARY("Cosh", MB_G_SAVE_X_FP32),
+  UNARY("Atanh", MB_G_SAVE_X), UNARY("Ceil", MB_G_NOTHING), UNARY("Celu", MB_G_SAVE_X), {"", "Clip", 1, 1, clip_op, MB_G_SAVE_X}, UNARY("Cos", MB_G_SAVE_X), UNARY("Cosh", MB_G_SAVE_X_FP32),
   UNARY("Elu", MB_G_SAVE_X), UNARY("Erf", MB_G_ERF), UNARY("Exp", MB_G_SAVE_Y_FP32), UNARY("Floor", MB_G_NOTHING), UNARY("Gelu", MB_G_SAVE_X), UNARY("HardSigmoid", MB_G_SAVE_X),
   UNARY("HardSwish", MB_G_SAVE_X), UNARY("Identity", MB_G_IDENTITY), UNARY("LeakyRelu", MB_G_SAVE_X), UNARY("Log", MB_G_SAVE_X_FP32), UNARY("Mish", MB_G_SAVE_X),
   UNARY("Neg", MB_G_NOTHING), UNARY("Reciprocal", MB_G_RECIPROCAL), UNARY("Relu", MB_G_SAVE_Y), UNARY("Round", MB_G_NOTHING), UNARY("Selu", MB_G_SAVE_X),

@@ -1,6 +1,7 @@
 /* Tensor-manipulation ops with value propagation: Constant, Shape, Size, Reshape, Transpose,
  * (Un)Squeeze, Concat, Gather, Slice, Expand, ConstantOfShape, Range, Split. These are the
- * Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains exporters emit. */
+ * Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains exporters emit, and the pads
+ * matrix torch's F.pad builds (Reshape to [n, 2], Slice with step -1, Transpose). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,40 @@ static int size_op(mb_op_ctx *c) {
   int64_t n = (int64_t)mb_tinfo_numel(x);
   if ((rc = mb_op_set(c, 0, MB_DTYPE_INT64, 0, NULL))) return rc;
   return mb_op_set_ivalues(c, 0, &n, 1);
+}
+
+/* Row-major element strides of x. */
+static void strides_of(const mb_tinfo *x, int64_t *stride) {
+  int64_t s = 1;
+  for (int32_t a = x->rank - 1; a >= 0; a--) {
+    stride[a] = s;
+    s *= x->dims[a];
+  }
+}
+
+/* Values of output 0 (already set) taken from x's known values by a strided walk: element
+ * (i_0, ..., i_r-1) of the output is element base + sum i_a * mul[a] of x (Slice, Transpose).
+ * Nothing when x's values are unknown or the output is too large to carry values. */
+static int strided_values(mb_op_ctx *c, const mb_tinfo *x, int64_t base, const int64_t *mul) {
+  if (!x->val || !c->out[0] || (uint64_t)x->val->count != mb_tinfo_numel(x)) return MB_OK;
+  const mb_tinfo *y = c->out[0];
+  uint64_t n = mb_tinfo_numel(y);
+  if (n > MB_SMALL_VALUE_MAX) return MB_OK;
+  int64_t *oi = x->val->is_float ? NULL : mb_op_new_ivalues(c, 0, (int64_t)n);
+  double *of = x->val->is_float ? mb_op_new_fvalues(c, 0, (int64_t)n) : NULL;
+  if (!oi && !of) return c->d->status;
+  int64_t idx[MB_MAX_RANK] = {0}, at = base; /* the output coordinates, odometer order */
+  for (uint64_t k = 0; k < n; k++) {
+    if (oi) oi[k] = x->val->i[at];
+    else of[k] = x->val->f[at];
+    for (int32_t a = y->rank - 1; a >= 0; a--) {
+      at += mul[a];
+      if (++idx[a] < y->dims[a]) break;
+      at -= idx[a] * mul[a];
+      idx[a] = 0;
+    }
+  }
+  return MB_OK;
 }
 
 /* Copy values through an op that keeps element order (Reshape, Squeeze, Unsqueeze, Identity). */
@@ -142,7 +177,13 @@ static int transpose(mb_op_ctx *c) {
     used[p] = true;
     dims[k] = x->dims[p];
   }
-  return mb_op_set(c, 0, x->dtype, x->rank, dims);
+  if ((rc = mb_op_set(c, 0, x->dtype, x->rank, dims))) return rc;
+  /* values: torch's F.pad writes its pads as a [n, 2] matrix, row-reversed by a Slice and
+   * transposed to ONNX's begins-then-ends order before the final Reshape to 1-D */
+  int64_t stride[MB_MAX_RANK], mul[MB_MAX_RANK];
+  strides_of(x, stride);
+  for (int32_t k = 0; k < x->rank; k++) mul[k] = stride[np ? perm[k] : x->rank - 1 - k];
+  return strided_values(c, x, 0, mul);
 }
 
 /* Axes from the attribute (older opsets) or from input 1. n = -1 when absent. */
@@ -317,12 +358,15 @@ static int slice(mb_op_ctx *c) {
     step[a] = s;
   }
   if ((rc = mb_op_set(c, 0, x->dtype, x->rank, dims))) return rc;
-  int64_t nx;
-  const int64_t *vx = mb_op_ivalues(c, 0, &nx);
-  if (!vx || x->rank != 1) return MB_OK;
-  int64_t *o = mb_op_new_ivalues(c, 0, dims[0]);
-  for (int64_t k = 0; o && k < dims[0]; k++) o[k] = vx[first[0] + k * step[0]];
-  return c->d->status;
+  /* values at any rank, not only 1-D: torch's F.pad reverses the rows of its [n, 2] pads
+   * matrix with a Slice (axis 0, step -1) */
+  int64_t stride[MB_MAX_RANK], mul[MB_MAX_RANK], base = 0;
+  strides_of(x, stride);
+  for (int32_t a = 0; a < x->rank; a++) {
+    base += first[a] * stride[a];
+    mul[a] = dims[a] > 1 ? step[a] * stride[a] : 0; /* |step| < dim here: no overflow */
+  }
+  return strided_values(c, x, base, mul);
 }
 
 static int expand(mb_op_ctx *c) {

@@ -30,6 +30,19 @@ def test_llama_rotary_inv_freq_is_a_buffer(cli):
         assert roles[b] == "buffer", b
 
 
+def test_swin_relative_position_index_is_a_buffer(cli):
+    # torchvision's ShiftedWindowAttention registers relative_position_index (int64) as a
+    # buffer; the TorchScript exporter keeps it as an initializer, flattened (Reshape) into the
+    # indices of the Gather that reads the bias table. Only shape-like uses reach it, so
+    # membudget takes it for a constant (the same bytes, another role).
+    truth = TRUTH["swin_mini.torchscript"]
+    doc = info_json(cli, DIR / truth["file"])
+    assert doc["totals"]["buffers"]["numel"] == truth["buffers_exported"]
+    roles = {i["name"]: i["role"] for i in doc["initializers"]}
+    for b in truth["buffer_names_exported"]:
+        assert roles[b] == "buffer", b
+
+
 def estimate(cli, name, *extra):
     args = ["--batch", BATCH, "--dim", f"sequence={SEQ}", "--json", *extra]
     return json.loads(run(cli, "estimate", DIR / TRUTH[name]["file"], *args, check=0).stdout)["budget"]
