@@ -1,9 +1,14 @@
 #!/usr/bin/python3
-"""CPU truth: live tensor bytes through a real PyTorch training step of each zoo model.
+"""CPU truth: live tensor bytes through a real PyTorch training step of each truth case.
 
-    /usr/bin/python3 bench/truth/cpu_truth.py                      # every case (~15 min, 2 cores)
+    /usr/bin/python3 bench/truth/cpu_truth.py                      # torch 1.13: the zoo (~15 min, 2 cores)
     /usr/bin/python3 bench/truth/cpu_truth.py --models resnet18 --batches 2
     /usr/bin/python3 bench/truth/cpu_truth.py --trace /tmp/trace   # also the per-op samples
+    bench/truth/.venv2/bin/python bench/truth/cpu_truth.py         # torch 2.x: torch2_cases.py
+    bench/truth/.venv2/bin/python bench/truth/cpu_truth.py --models hf/llama --optimizers adamw
+
+Two suites: under Debian's torch 1.13 the zoo (zoo.py, results/cpu.json); under torch 2.x the
+cases of torch2_cases.py (results/cpu-torch2.json), whose graphs export_models.py writes.
 
 One step is zero_grad(set_to_none=True), forward, loss, backward, optimizer.step(). The first
 step creates the optimizer states; the second is measured, by two independent means (see
@@ -65,10 +70,55 @@ def prepare(c, device="cpu"):
     return model, teacher, opt
 
 
-def step(c, model, teacher, opt, x, target, tr=None, stream=None, amp=None):
-    """One training step; amp (a dtype) runs teacher, forward and loss under autocast."""
+def zoo_setup(c, device="cpu"):
+    """torch 1.13's zoo cases: (model, teacher, optimizer, inputs, loss_of(y))."""
+    model, teacher, opt = prepare(c, device)
+    x = zoo.batch_for(c["model"], c["batch"], device)
     loss_kind = zoo.MODELS[c["model"]][0]
-    autocast = (lambda: torch.autocast(x[0].device.type, dtype=amp)) if amp else contextlib.nullcontext
+    with torch.no_grad():
+        target = zoo.target_for(loss_kind, model(*x))
+    return Run(model, teacher, opt, x, lambda: model(*x), (lambda: teacher(*x)) if teacher else None,
+               lambda y: zoo.loss_fn(loss_kind, y, target))
+
+
+def torch2_setup(c, device="cpu"):
+    """torch 2.x's cases (torch2_cases.py)."""
+    import torch2_cases as t2
+    model, teacher, opt = t2.prepare(c, device)
+    x = t2.batch(c, device)
+    with torch.no_grad():
+        target = t2.target_for(c, t2.forward(c, model, x))
+    return Run(model, teacher, opt, x, lambda: t2.forward(c, model, x),
+               (lambda: t2.MODELS[c["teacher"]].call(teacher, x)) if teacher else None,
+               lambda y: t2.loss(c, y, target), [target])
+
+
+class Run:
+    """What one case trains: the model, the optimizer, the inputs, and closures for the
+    student's forward, the teacher's forward and the loss."""
+
+    def __init__(self, model, teacher, opt, x, fwd, t_fwd, loss_of, extra=()):
+        self.model, self.teacher, self.opt, self.x = model, teacher, opt, x
+        self.fwd, self.t_fwd, self.loss_of, self.extra = fwd, t_fwd, loss_of, list(extra)
+
+    def tensors(self):
+        """Every tensor alive before the measured step: weights, buffers, grads, optimizer
+        states, the batch, the target."""
+        out = list(self.model.parameters()) + list(self.model.buffers()) + list(self.x) + self.extra
+        out += [p.grad for p in self.model.parameters() if p.grad is not None]
+        if self.teacher is not None:
+            out += list(self.teacher.parameters()) + list(self.teacher.buffers())
+        for st in self.opt.state.values():
+            out += [v for v in st.values() if isinstance(v, torch.Tensor)]
+        return out
+
+
+SUITES = {"zoo": zoo_setup, "torch2": torch2_setup}
+
+
+def step(run, tr=None, stream=None, amp=None):
+    """One training step; amp (a dtype) runs teacher, forward and loss under autocast."""
+    autocast = (lambda: torch.autocast(run.x[0].device.type, dtype=amp)) if amp else contextlib.nullcontext
 
     def phase(name):
         if tr is not None:
@@ -77,62 +127,66 @@ def step(c, model, teacher, opt, x, target, tr=None, stream=None, amp=None):
         if stream is not None:
             stream.mark(name)
 
-    opt.zero_grad(set_to_none=True)
+    run.opt.zero_grad(set_to_none=True)
     gc.collect()
     phase("start")
     start = tr.now() if tr else 0
     t_out = None
     with autocast():
-        if teacher is not None:
+        if run.t_fwd is not None:
             phase("teacher")
             with torch.no_grad():
-                t_out = teacher(*x)
+                t_out = run.t_fwd()
         phase("forward")
-        y = model(*x)
+        y = run.fwd()
         phase("forward_end")
         fwd_end = tr.now() if tr else 0
         phase("loss")
-        loss = zoo.loss_fn(loss_kind, y, target)
+        loss = run.loss_of(y)
         del t_out  # the teacher's outputs serve the loss; distillation terms are not modelled
     phase("backward")
     loss.backward()
     del loss, y
     phase("optimizer")
-    opt.step()
+    run.opt.step()
     phase("end")
     end = tr.now() if tr else 0
     return start, fwd_end, end
 
 
-def run_case(c, trace_dir=None):
+def run_case(c, trace_dir=None, suite="zoo"):
+    """Measure case c: the first step makes the optimizer states, the next is measured.
+
+    torch 1.13 (suite zoo): one measured step under the StorageTracker, cross-checked against
+    the profiler's allocation stream. torch 2.x: a dispatch mode changes what PyTorch does (see
+    tracker.py), so the truth is a step measured by the allocation stream alone, sampled at
+    the op boundaries the tracker would see; a further step under the tracker checks the
+    stream (its marks must agree) and records how much the mode itself changes."""
+    unperturbed = suite != "zoo"
     stream = AllocStream()
     stream.enable()  # before any tensor of the case exists, so every free is matched
     try:
-        model, teacher, opt = prepare(c)
-        x = zoo.batch_for(c["model"], c["batch"])
-        with torch.no_grad():
-            target = zoo.target_for(zoo.MODELS[c["model"]][0], model(*x))
-        step(c, model, teacher, opt, x, target)  # first step: optimizer states appear
+        run = SUITES[suite](c)
+        step(run)  # first step: optimizer states appear
         gc.collect()
+        t0 = time.time()
+        if unperturbed:
+            stream.tag = "U:"
+            step(run, None, stream)
+            gc.collect()
+        secs = time.time() - t0
         tr = StorageTracker()
         tr.keep_trace = trace_dir is not None
-        for t in list(model.parameters()) + list(model.buffers()) + list(x) + [target]:
+        for t in run.tensors():
             tr.add(t)
-            if t.grad is not None:
-                tr.add(t.grad)
-        if teacher is not None:
-            for t in list(teacher.parameters()) + list(teacher.buffers()):
-                tr.add(t)
-        for st in opt.state.values():
-            for v in st.values():
-                tr.add(v)
-        t0 = time.time()
+        stream.tag = "T:" if unperturbed else ""
         with tr:
-            start, fwd_end, end = step(c, model, teacher, opt, x, target, tr, stream)
-        secs = time.time() - t0
+            start, fwd_end, end = step(run, tr, stream)
+        if not unperturbed:
+            secs = time.time() - t0
     finally:
         stream.disable()
-    marks, alloc_peak = stream.totals()
+    marks, alloc_peak = stream.totals(stream.tag)
     threads = len(stream.records)
     # cross-check: the profiler's running total at each mark equals the tracker's live bytes
     # at the same point, up to tensors made before the profiler started (none here)
@@ -152,12 +206,39 @@ def run_case(c, trace_dir=None):
         "ops": tr.n_ops,
         "seconds": round(secs, 2),
     }
+    if unperturbed:
+        r = dict(stream_truth(stream, "U:", base), tracker={k: r[k] for k in (
+            "start", "forward_end", "peak", "peak_phase", "peak_op", "phase_peak", "end", "alloc_peak",
+            "crosscheck_mismatch")}, profiler_threads=threads, ops=tr.n_ops, seconds=r["seconds"])
     if trace_dir:
         os.makedirs(trace_dir, exist_ok=True)
-        name = "%s-%s-%s-b%d.json" % (c["model"], c["kind"], c["optimizer"], c["batch"])
+        name = "%s-%s-%s-b%d.json" % (c["model"].replace("/", "__"), c["kind"], c["optimizer"], c["batch"])
         with open(os.path.join(trace_dir, name), "w") as f:
             json.dump(tr.trace, f)
     return r
+
+
+def stream_truth(stream, tag, base):
+    """The recorded figures of a step measured by the allocation stream alone: its marks and
+    its op-boundary samples (tracker.AllocStream.boundaries); base is what the stream counted
+    before the tracked tensors existed (0 when it started first)."""
+    marks, alloc_peak = stream.totals(tag)
+    samples = [s for s in stream.boundaries(tag) if s[0] in PHASES + ("teacher",)]
+    phase_peak = {}
+    for phase, _, live in samples:
+        phase_peak[phase] = max(phase_peak.get(phase, 0), live - base)
+    top = max(samples, key=lambda s: s[2])
+    return {
+        "start": marks["start"] - base,
+        "forward_end": marks["forward_end"] - marks["start"],
+        "peak": top[2] - base,
+        "peak_phase": top[0],
+        "peak_op": top[1],
+        "phase_peak": phase_peak,
+        "end": marks["end"] - base,
+        "alloc_peak": alloc_peak - base,
+        "measured_by": "allocation stream at op boundaries, no dispatch mode",
+    }
 
 
 def blas():
@@ -185,43 +266,71 @@ def machine():
             "date": zoo.now()}
 
 
+def suite_of(a):
+    """The suite module's cases and flags: torch 1.13's zoo or torch 2.x's cases."""
+    if a.suite == "zoo":
+        return zoo.selected_cases(a), lambda c, version=None: zoo.membudget_args(c, "cpu", version)
+    import torch2_cases as t2
+    cases = [c for c in t2.default_cases()
+             if (not a.models or c["model"] in a.models) and (not a.batches or c["batch"] in a.batches)
+             and (not a.kinds or c["kind"] in a.kinds) and (not a.optimizers or c["optimizer"] in a.optimizers)]
+    return cases, lambda c, version=None: t2.membudget_args(c, "cpu")
+
+
 def main():
+    major = int(torch.__version__.split(".")[0])
     ap = zoo.parser(__doc__)
-    ap.add_argument("--out", default=os.path.join(zoo.ROOT, "bench", "truth", "results", "cpu.json"))
+    ap.add_argument("--suite", choices=sorted(SUITES), default="torch2" if major >= 2 else "zoo",
+                    help="zoo: torch 1.13's zoo cases; torch2: torch2_cases.py (default under torch 2.x)")
+    ap.add_argument("--optimizers", nargs="*")
+    ap.add_argument("--out", help="default results/cpu.json (zoo), results/cpu-torch2.json (torch2)")
     ap.add_argument("--trace", help="directory for per-op samples (not committed)")
     ap.add_argument("--resume", action="store_true", help="keep the cases already in --out")
     ap.add_argument("--refresh-args", action="store_true",
-                    help="only rewrite each case's membudget flags in --out (after zoo.py changed)")
+                    help="only rewrite each case's membudget flags in --out (after the cases changed)")
     a = ap.parse_args()
+    a.out = a.out or os.path.join(zoo.ROOT, "bench", "truth", "results",
+                                  "cpu.json" if a.suite == "zoo" else "cpu-torch2.json")
+    cases, flags = suite_of(a)
     if a.refresh_args:
         with open(a.out) as f:
             out = json.load(f)
         for c in out["cases"]:
             case = {k: v for k, v in c.items() if k not in ("truth", "membudget_args")}
-            c["membudget_args"] = zoo.membudget_args(case, "cpu", out["machine"]["torch"])
+            c["membudget_args"] = flags(case, out["machine"]["torch"])
         write(a.out, out)
         return
-    cases = zoo.selected_cases(a)
-    out = {"machine": machine(), "generator": "bench/truth/cpu_truth.py",
+    out = {"machine": machine(), "generator": "bench/truth/cpu_truth.py --suite " + a.suite,
            "step": "zero_grad(set_to_none=True), forward, loss, backward, optimizer.step(); second step measured",
            "cases": []}
     done = {}
     if a.resume and os.path.exists(a.out):
         with open(a.out) as f:
             done = {key(c): c for c in json.load(f)["cases"]}
+    measured = {}  # torch 2.x: cases that differ only in the exporter share one measurement
     for c in cases:
         if key(c) in done:
             out["cases"].append(done[key(c)])
             continue
-        r = run_case(c, a.trace)
-        c = dict(c, truth=r, membudget_args=zoo.membudget_args(c, "cpu"))
+        shared = None
+        if a.suite == "torch2":
+            import torch2_cases as t2
+            shared = t2.measured_key(c)
+            for d in out["cases"]:
+                measured.setdefault(t2.measured_key(d), d["truth"])
+        if shared in measured:
+            out["cases"].append(dict(c, truth=measured[shared], membudget_args=flags(c)))
+            write(a.out, out)
+            continue
+        r = run_case(c, a.trace, a.suite)
+        c = dict(c, truth=r, membudget_args=flags(c))
         out["cases"].append(c)
         write(a.out, out)  # after every case: a long run that stops keeps what it measured
-        print("%-20s %-10s %-12s b=%-2d start %9.1f MiB  fwd %8.1f MiB  peak %9.1f MiB (%s)  "
+        print("%-20s %-10s %-13s b=%-2d start %9.1f MiB  fwd %8.1f MiB  peak %9.1f MiB (%s)  "
               "alloc %9.1f MiB  check %s  %.1fs" % (
                   c["model"], c["kind"], c["optimizer"], c["batch"], r["start"] / 2**20,
                   r["forward_end"] / 2**20, r["peak"] / 2**20, r["peak_phase"], r["alloc_peak"] / 2**20,
-                  r["crosscheck_mismatch"], r["seconds"]), flush=True)
+                  r.get("tracker", r)["crosscheck_mismatch"], r["seconds"]), flush=True)
         gc.collect()
     write(a.out, out)
 

@@ -2,6 +2,8 @@
 """Where a prediction and the truth part ways, for one case: the tool behind every rule fix.
 
     /usr/bin/python3 bench/truth/diff_case.py vit_b_16 --batch 1 [--optimizer adamw] [--cli PATH]
+    bench/truth/.venv2/bin/python bench/truth/diff_case.py hf/llama --batch 2 [--kind lora]
+                                                   # torch 2.x: a case of torch2_cases.py
 
 1. What the forward leaves alive: the truth's storages at the end of forward, against
    membudget's live forward tensors (its --trace), grouped by size. A size with different
@@ -22,21 +24,27 @@ import zoo  # noqa: E402
 from tracker import StorageTracker  # noqa: E402
 
 
-def truth_forward_sizes(c):
-    model, teacher, _ = cpu_truth.prepare(c)
-    x = zoo.batch_for(c["model"], c["batch"])
+def truth_forward_sizes(c, suite):
+    run = cpu_truth.SUITES[suite](c)
     tr = StorageTracker()
-    for t in list(model.parameters()) + list(model.buffers()) + list(x):
+    for t in run.tensors():
         tr.add(t)
     before = set(tr.live)
     with tr:
-        y = model(*x)  # noqa: F841 (kept alive: the output is part of what forward leaves)
+        y = run.fwd()  # noqa: F841 (kept alive: the output is part of what forward leaves)
     tr.sweep()
     return collections.Counter(n for k, (_, n) in tr.live.items() if k not in before)
 
 
-def predicted(cli, c):
-    args = zoo.membudget_args(c, "cpu")
+def flags(c, suite):
+    if suite == "zoo":
+        return zoo.membudget_args(c, "cpu")
+    import torch2_cases
+    return torch2_cases.membudget_args(c, "cpu")
+
+
+def predicted(cli, c, suite):
+    args = flags(c, suite)
     p = subprocess.run([cli, "estimate", *args, "--json", "--trace"], cwd=zoo.ROOT, capture_output=True, text=True)
     if p.returncode not in (0, 3):
         sys.exit(p.stderr)
@@ -67,10 +75,17 @@ def main():
     ap.add_argument("--optimizer", default="sgd-momentum")
     ap.add_argument("--cli", default=os.path.join(zoo.ROOT, "build", "release", "membudget"))
     ap.add_argument("--window", type=int, default=12)
+    ap.add_argument("--kind", default="plain", help="torch 2.x: plain | lora | checkpoint | frozen | teacher")
     a = ap.parse_args()
-    c = zoo.case(a.model, a.optimizer, a.batch)
-    pred = predicted(a.cli, c)
-    truth = truth_forward_sizes(c)
+    suite = "torch2" if "/" in a.model else "zoo"
+    if suite == "zoo":
+        c = zoo.case(a.model, a.optimizer, a.batch)
+    else:
+        import torch2_cases
+        c = next(x for x in torch2_cases.default_cases() if (x["model"], x["kind"]) == (a.model, a.kind))
+        c = dict(c, optimizer=a.optimizer, batch=a.batch)
+    pred = predicted(a.cli, c, suite)
+    truth = truth_forward_sizes(c, suite)
     sizes, names = forward_sizes(pred["trace"])
     print("forward end: bytes  truth-count  predicted-count  (predicted tensors of that size)")
     for size in sorted(set(truth) | set(sizes), reverse=True):
@@ -79,8 +94,9 @@ def main():
     print("totals: truth %d, predicted %d" % (sum(k * v for k, v in truth.items()),
                                               sum(k * v for k, v in sizes.items())))
 
-    r = cpu_truth.run_case(c, trace_dir="/tmp/membudget-diff")
-    path = "/tmp/membudget-diff/%s-%s-%s-b%d.json" % (c["model"], c["kind"], c["optimizer"], c["batch"])
+    r = cpu_truth.run_case(c, trace_dir="/tmp/membudget-diff", suite=suite)
+    path = "/tmp/membudget-diff/%s-%s-%s-b%d.json" % (c["model"].replace("/", "__"), c["kind"], c["optimizer"],
+                                                     c["batch"])
     with open(path) as f:
         ops = json.load(f)
     i = max(range(len(ops)), key=lambda k: ops[k][2])

@@ -58,7 +58,9 @@ def build(name):
     cfg.use_cache = False
     torch.manual_seed(0)
     model = getattr(transformers, auto).from_config(cfg, attn_implementation=attn)
-    return model.float().train()
+    if any(p.dtype != torch.float32 for p in model.parameters()):
+        model = model.float()  # (a no-op .float() fails under FakeTensorMode: it swaps every tensor)
+    return model.train()
 
 
 def inputs(name, b, device="cpu"):

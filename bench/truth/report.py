@@ -3,15 +3,22 @@
 
     python3 bench/truth/report.py [--cli build/release/membudget] [--readme]
 
-Columns: truth and predicted allocated peak (op-boundary live bytes on CPU), the error; truth and
-predicted saved activations (live bytes the forward leaves), the error; then the error of the
-"params x 16 bytes" rule (Accelerate's fp32 Adam figure), of DeepSpeed's ZeRO-2 model-state
-estimate (1 GPU, no offload) against the peak, and of Korthikanti's activation formula against
-the saved activations (transformers). --readme rewrites the table in README.md between its
-accuracy markers.
+torch 1.13's table: truth and predicted allocated peak (op-boundary live bytes on CPU), the
+error; truth and predicted saved activations (live bytes the forward leaves), the error; then
+the error of the "params x 16 bytes" rule (Accelerate's fp32 Adam figure), of DeepSpeed's ZeRO-2
+model-state estimate (1 GPU, no offload) against the peak, and of Korthikanti's activation
+formula against the saved activations (transformers).
+
+torch 2.x's table: the allocated peak, the forward peak (teacher, forward and loss) and the
+saved activations against the truth, then PyTorch's MemTracker on the same step
+(peer_memtracker.py: its error, or why it could not run) and the two tools' times: membudget's
+CLI process (load and estimate, best of 3) and MemTracker's whole estimate under FakeTensorMode.
+
+--readme rewrites the tables in README.md between its accuracy markers.
 """
 import argparse
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -32,29 +39,84 @@ def flag(e, limit):
     return " **(miss)**" if abs(e) > limit else ""
 
 
-def table(result, rows):
-    m = result["machine"]
+def setup_of(r):
+    return r["optimizer"] if r["kind"] == "plain" else "%s, %s" % (r["optimizer"], r["kind"])
+
+
+def table_113(result, rows, limit):
     lines = [
-        "Truth: `%s` on %s, %s cores, PyTorch %s (%s), %s. Step: %s." % (
-            result["generator"], m.get("cpu") or m.get("gpu"), m.get("cores"), m["torch"],
-            m.get("torch_source", ""), m["date"][:10], result["step"]),
-        "",
         "| model | setup | batch | peak truth MiB | predicted | error | activations truth MiB | predicted | error "
         "| params x16 | DeepSpeed | Korthikanti act. |",
         "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in rows:
-        setup = r["optimizer"] if r["kind"] == "plain" else "%s, %s" % (r["optimizer"], r["kind"])
         lines.append("| %s | %s | %d | %s | %s | %s%s | %s | %s | %s%s | %s | %s | %s |" % (
-            r["model"], setup, r["batch"], mib(r["truth_peak"]), mib(r["pred_peak"]), pct(r["err_peak"]),
-            flag(r["err_peak"], compare.CPU_MAX_ERR), mib(r["truth_act"]), mib(r["pred_act"]), pct(r["err_act"]),
-            flag(r["err_act"], compare.CPU_MAX_ERR), pct(r["err_x16"]), pct(r["err_deepspeed"]),
+            r["model"], setup_of(r), r["batch"], mib(r["truth_peak"]), mib(r["pred_peak"]), pct(r["err_peak"]),
+            flag(r["err_peak"], limit), mib(r["truth_act"]), mib(r["pred_act"]), pct(r["err_act"]),
+            flag(r["err_act"], limit), pct(r["err_x16"]), pct(r["err_deepspeed"]),
             pct(r["err_korthikanti"])))
-    s = compare.summary(rows)
-    lines += ["", "%d cases. Peak: median |error| %.2f%%, largest %.2f%%. Saved activations: median %.2f%%, "
-              "largest %.2f%%. Targets: every case within %.0f%%, median within %.0f%%; %d case(s) miss." % (
-                  s["cases"], s["peak_median"], s["peak_max"], s["act_median"], s["act_max"],
-                  compare.CPU_MAX_ERR, compare.CPU_MEDIAN_ERR, len(s["missed"]))]
+    return lines
+
+
+def peer_cells(r):
+    mt = r["memtracker"]
+    if mt is None:
+        return "not run", "-"
+    if "error" in mt:
+        return "fails: %s" % mt["error"].split(":")[0], "-"
+    return pct(mt["err_peak"]), "%.2f" % mt["seconds"]
+
+
+def table_torch2(result, rows, limit):
+    lines = [
+        "| model | setup | batch | peak truth MiB | predicted | error | forward peak error | activations error "
+        "| MemTracker error | membudget ms | MemTracker s |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for r in rows:
+        mt_err, mt_s = peer_cells(r)
+        lines.append("| %s | %s | %d | %s | %s | %s%s | %s%s | %s%s | %s | %.0f | %s |" % (
+            r["model"], setup_of(r), r["batch"], mib(r["truth_peak"]), mib(r["pred_peak"]),
+            pct(r["err_peak"]), flag(r["err_peak"], limit), pct(r["err_fwd"]), flag(r["err_fwd"], limit),
+            pct(r["err_act"]), flag(r["err_act"], limit), mt_err, 1000 * r["seconds"], mt_s))
+    return lines
+
+
+def peer_summary(rows):
+    ran = [r for r in rows if r["memtracker"] and "err_peak" in r["memtracker"]]
+    failed = [r for r in rows if r["memtracker"] and "error" in r["memtracker"]]
+    if not ran:
+        return ""
+    ours = [abs(r["err_peak"]) for r in ran]
+    theirs = [abs(r["memtracker"]["err_peak"]) for r in ran]
+    ratio = [r["memtracker"]["seconds"] / r["seconds"] for r in ran]
+    worse = sum(1 for a, b in zip(ours, theirs) if a > b)
+    return (" MemTracker ran %d of %d cases (%d failed): peak median |error| %.2f%%, largest %.2f%% (membudget on "
+            "the same cases: %.2f%%, %.2f%%; membudget's error larger on %d); membudget %.0fx to %.0fx faster "
+            "(median %.0fx)." % (len(ran), len(rows), len(failed), statistics.median(theirs), max(theirs),
+                                 statistics.median(ours), max(ours), worse, min(ratio), max(ratio),
+                                 statistics.median(ratio)))
+
+
+def table(result, rows):
+    m = result["machine"]
+    limit, median = compare.targets(result)
+    torch2 = compare.torch_major(result) >= 2
+    lines = [
+        "Truth: `%s` on %s, %s cores, PyTorch %s (%s), %s. Step: %s." % (
+            result["generator"], m.get("cpu") or m.get("gpu"), m.get("cores"), m["torch"],
+            m.get("torch_source", ""), m["date"][:10], result["step"]),
+        "",
+    ]
+    lines += (table_torch2 if torch2 else table_113)(result, rows, limit)
+    s = compare.summary(rows, limit)
+    e = {k: s[k] for k in compare.ERRORS}
+    lines += ["", "%d cases. Allocated peak: median |error| %.2f%%, largest %.2f%%. Forward peak: %.2f%%, %.2f%%. "
+              "Saved activations: %.2f%%, %.2f%%. Targets: every case within %.0f%%, medians within %.1f%%; "
+              "%d case(s) miss.%s" % (
+                  s["cases"], e["err_peak"]["median"], e["err_peak"]["max"], e["err_fwd"]["median"],
+                  e["err_fwd"]["max"], e["err_act"]["median"], e["err_act"]["max"], limit, median,
+                  len(s["missed"]), peer_summary(rows) if torch2 else "")]
     return "\n".join(lines)
 
 
@@ -64,8 +126,9 @@ def main():
     ap.add_argument("--readme", action="store_true")
     a = ap.parse_args()
     parts = []
+    peers = compare.load_peers()
     for result in compare.load_results():
-        rows = [compare.compare(a.cli, c) for c in result["cases"]]
+        rows = [compare.compare(a.cli, c, peers, timed=compare.torch_major(result) >= 2) for c in result["cases"]]
         parts.append("**%s** (`%s`)\n\n%s" % (result["machine"]["kind"].upper() + " truth", result["path"],
                                              table(result, rows)))
     text = "\n\n".join(parts)

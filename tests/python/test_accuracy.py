@@ -1,8 +1,11 @@
 """membudget against real PyTorch: every committed truth file (bench/truth/results/), every case.
 
 The truth is measured by bench/truth/cpu_truth.py (live tensor bytes of a real training step,
-cross-checked against the profiler's allocation stream); these tests only read it. Targets from
-issue 5: each case's allocated peak and saved activations within 5%, the medians within 2%.
+cross-checked against the profiler's allocation stream); these tests only read it. Targets per
+file (compare.targets): torch 1.13's truth (issue 5) each case within 5%, the medians within 2%;
+torch 2.x's (issue 13) each case within 3%, the medians within 0.5%; on the allocated peak, the
+forward peak and the saved activations. On the torch 2.x cases PyTorch's MemTracker ran on
+(bench/truth/peer_memtracker.py), membudget's peak error is no larger than MemTracker's.
 """
 import os
 import statistics
@@ -16,11 +19,13 @@ import compare  # noqa: E402
 
 RESULTS = compare.load_results()
 CASES = [(r, c) for r in RESULTS for c in r["cases"]]
+PEERS = compare.load_peers()
 
 
 def case_id(rc):
     r, c = rc
-    return "%s-%s-%s-%s-b%d" % (r["machine"]["kind"], c["model"], c["kind"], c["optimizer"], c["batch"])
+    return "%s-torch%d-%s-%s-%s-b%d" % (r["machine"]["kind"], compare.torch_major(r), c["model"], c["kind"],
+                                        c["optimizer"], c["batch"])
 
 
 def test_truth_files_exist_and_are_self_consistent():
@@ -30,33 +35,47 @@ def test_truth_files_exist_and_are_self_consistent():
             assert r["machine"].get(key), (r["path"], key)
         for c in r["cases"]:
             t = c["truth"]
+            # torch 2.x: the truth is a step measured without a dispatch mode; the tracker's
+            # step after it is the cross-check (tracker.py says why)
+            tracked = t.get("tracker", t)
             # the dispatch-mode tracker and the profiler's allocation stream agree; the only
             # bytes the tracker cannot see are made outside any op: wrapped-number scalars autograd
             # saves (8 bytes per `x / 8.0`) and the RNG state torch.utils.checkpoint stashes per
             # segment (5,056 bytes; host memory on a GPU run, so rightly not modelled)
             allowed = 4096 + (5056 * 64 if c["kind"] == "checkpoint" else 0)
-            for where, diff in t["crosscheck_mismatch"].items():
+            for where, diff in tracked["crosscheck_mismatch"].items():
                 assert 0 <= diff <= allowed, (case_id((r, c)), where, diff)
             # the stream sees temporaries inside ops too, so its peak is at least the op-boundary
             # one (up to the same few scalar bytes)
             assert t["alloc_peak"] >= t["peak"] - 4096 and t["peak"] > t["start"] > 0, case_id((r, c))
+            if "tracker" in t:
+                # both steps start from the same state, and the forward does not depend on the mode
+                assert t["start"] == tracked["start"], case_id((r, c))
+                assert abs(t["forward_end"] - tracked["forward_end"]) <= allowed, case_id((r, c))
 
 
 @pytest.fixture(scope="module")
 def rows(cli):
-    return {case_id(rc): compare.compare(cli, rc[1]) for rc in CASES}
+    return {case_id(rc): compare.compare(cli, rc[1], PEERS) for rc in CASES}
 
 
 @pytest.mark.parametrize("rc", CASES, ids=[case_id(rc) for rc in CASES])
 def test_case_within_target(rows, rc):
     row = rows[case_id(rc)]
-    assert abs(row["err_peak"]) <= compare.CPU_MAX_ERR, row
-    assert abs(row["err_act"]) <= compare.CPU_MAX_ERR, row
+    limit, _ = compare.targets(rc[0])
+    assert abs(row["err_peak"]) <= limit, row
+    assert abs(row["err_act"]) <= limit, row
+    if compare.torch_major(rc[0]) >= 2:
+        assert abs(row["err_fwd"]) <= limit, row
 
 
-def test_medians_within_target(rows):
-    assert statistics.median(abs(r["err_peak"]) for r in rows.values()) <= compare.CPU_MEDIAN_ERR
-    assert statistics.median(abs(r["err_act"]) for r in rows.values()) <= compare.CPU_MEDIAN_ERR
+@pytest.mark.parametrize("result", RESULTS, ids=[r["path"] for r in RESULTS])
+def test_medians_within_target(rows, result):
+    mine = [rows[case_id((result, c))] for c in result["cases"]]
+    _, median = compare.targets(result)
+    keys = compare.ERRORS if compare.torch_major(result) >= 2 else ("err_peak", "err_act")
+    for key in keys:
+        assert statistics.median(abs(r[key]) for r in mine) <= median, key
 
 
 def test_better_than_the_usual_rules(rows):
@@ -64,3 +83,13 @@ def test_better_than_the_usual_rules(rows):
     ours = statistics.median(abs(r["err_peak"]) for r in rows.values())
     for key in ("err_x16", "err_deepspeed"):
         assert ours < statistics.median(abs(r[key]) for r in rows.values()), key
+
+
+PEER_CASES = [rc for rc in CASES if (PEERS.get("memtracker") or {}).get(compare.case_key(rc[1]), {}).get("peak")]
+
+
+@pytest.mark.parametrize("rc", PEER_CASES, ids=[case_id(rc) for rc in PEER_CASES])
+def test_no_worse_than_memtracker(rows, rc):
+    """PyTorch's own MemTracker under FakeTensorMode is the strongest peer (issue 13 item 6)."""
+    row = rows[case_id(rc)]
+    assert abs(row["err_peak"]) <= abs(row["memtracker"]["err_peak"]), row

@@ -1,0 +1,273 @@
+"""The torch 2.x truth cases (issue 13): which model, which training setup, the graph membudget
+reads for it, and the `membudget estimate` flags that describe the same step.
+
+    models()                  -> {name: Model}: every model of the suite
+    default_cases()           -> the cases, in the order they are measured
+    prepare(case, device)     -> (model, teacher, optimizer) as the step trains them
+    batch(case, device)       -> (args, kwargs, target) for the case's batch size
+    forward(case, model, x)   -> the tensor the loss reads
+    loss(case, y, target)     -> the scalar loss
+    membudget_args(case)      -> the flags (model path first, relative to the repository)
+
+Three families, every one exported by the dynamo exporter as membudget.torch does it
+(`torch.onnx.export(dynamo=True, optimize=False)`, the module in train(), weightless) into
+bench/truth/models/ by export_models.py, and those the TorchScript exporter still takes also by
+it (`exporter: torchscript` cases: the same step, measured once, estimated from both graphs):
+  zoo/   the zoo's own PyTorch definitions (models/make_models.py), torch 1.13's truth models
+  hf/    Hugging Face families in small configs (hf_zoo.py)
+  tv/    more torchvision models (ConvNeXt, EfficientNet, Swin, a segmentation model)
+The loss is computed outside the model (cross-entropy over the classes, or MSE for the UNet),
+so the graph ends at what the loss reads and membudget adds the same loss with --loss.
+
+Optimizers: SGD with momentum; AdamW as torch.optim runs it on the CPU (the for-loop step,
+foreach=None); AdamW with foreach=True forced (the multi-tensor step CUDA runs by default, with
+its per-list intermediates).
+"""
+import importlib.util
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import hf_zoo  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(HERE))
+MODEL_DIR = "bench/truth/models"  # relative to ROOT: the flags name files from there
+ZOO_SEQ = 128
+TV_HW = 224
+
+_spec = importlib.util.spec_from_file_location("make_models", os.path.join(ROOT, "models", "make_models.py"))
+
+
+def _make_models():
+    mod = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(mod)
+    return mod
+
+
+class Model:
+    """One model of the suite: how to build it and feed it, and how membudget reads it."""
+
+    def __init__(self, name, family, build, example, loss="ce", keywords=None, dims=None, teacher=None):
+        self.name = name            # e.g. "hf/llama"
+        self.family = family        # zoo | hf | tv
+        self.build = build          # device -> nn.Module in train() mode, seeded
+        self.example = example      # (batch, device) -> tuple of positional input tensors
+        self.loss = loss            # ce | mse
+        self.keywords = keywords    # the forward's keyword names for the inputs (Hugging Face)
+        self.dims = dims or {}      # non-batch dims of the export: {input name: {axis: dim name}}
+
+    def file(self, exporter="dynamo"):
+        """The graph of this model from an exporter (repository-relative)."""
+        suffix = "" if exporter == "dynamo" else "." + exporter
+        return "%s/%s%s.onnx" % (MODEL_DIR, self.name.replace("/", "__"), suffix)
+
+    def call(self, module, x):
+        if self.keywords:
+            return module(**dict(zip(self.keywords, x)))
+        return module(*x)
+
+    def read(self, out):
+        """The tensor the loss reads: the logits of a Hugging Face result, the 'out' of a
+        torchvision segmentation model."""
+        if isinstance(out, dict) or hasattr(out, "logits"):
+            return out["logits"] if "logits" in out else out["out"]
+        return out
+
+
+def _zoo(name, loss="ce"):
+    def build(device):
+        mm = _make_models()
+        torch.manual_seed(0)
+        with torch.device(device):
+            return mm.MODELS[name][0]().train()
+
+    def example(b, device):
+        g = torch.Generator().manual_seed(b)
+        if name in ("bert_base_like", "gpt2_small_like"):
+            vocab = 30522 if name == "bert_base_like" else 50257
+            return (torch.randint(0, vocab, (b, ZOO_SEQ), generator=g).to(device),)
+        hw = 64 if name == "unet_like" else 224
+        return (torch.randn(b, 3, hw, hw, generator=g).to(device),)
+
+    return Model("zoo/" + name, "zoo", build, example, loss)
+
+
+def _hf(name):
+    keywords = {"vit": ["pixel_values"], "t5": ["input_ids", "decoder_input_ids"]}.get(name, ["input_ids"])
+    dims = {}
+    if name == "t5":
+        dims = {"input_ids": {1: "sequence"}, "decoder_input_ids": {1: "decoder_sequence"}}
+    elif name != "vit":
+        dims = {"input_ids": {1: "sequence"}}
+
+    def build(device):
+        with torch.device(device):
+            return hf_zoo.build(name)
+
+    return Model("hf/" + name, "hf", build, lambda b, device: hf_zoo.inputs(name, b, device),
+                 keywords=keywords, dims=dims)
+
+
+def _hf_lora(name):
+    base = _hf(name)
+
+    def build(device):
+        return hf_zoo.lora(base.build(device))
+
+    return Model("hf/%s_lora" % name, "hf", build, base.example, keywords=base.keywords, dims=base.dims)
+
+
+def _tv(name, segmentation=False):
+    def build(device):
+        import torchvision
+        torch.manual_seed(0)
+        with torch.device(device):
+            if segmentation:
+                return getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None).train()
+            return getattr(torchvision.models, name)(weights=None).train()
+
+    def example(b, device):
+        g = torch.Generator().manual_seed(b)
+        return (torch.randn(b, 3, TV_HW, TV_HW, generator=g).to(device),)
+
+    return Model("tv/" + name, "tv", build, example)
+
+
+def models():
+    ms = [_zoo("resnet18"), _zoo("resnet50"), _zoo("mobilenet_v3_large"), _zoo("vit_b_16"),
+          _zoo("bert_base_like"), _zoo("gpt2_small_like"), _zoo("unet_like", "mse")]
+    ms += [_hf(n) for n in ("llama", "llama_eager", "qwen2", "gpt2", "bert", "vit", "t5")]
+    ms += [_hf_lora("llama")]
+    ms += [_tv("convnext_tiny"), _tv("efficientnet_b0"), _tv("swin_t"),
+           _tv("deeplabv3_mobilenet_v3_large", segmentation=True)]
+    return {m.name: m for m in ms}
+
+
+MODELS = models()
+
+OPTIMIZERS = {
+    "sgd-momentum": lambda params: torch.optim.SGD(params, lr=0.01, momentum=0.9),
+    "adamw": lambda params: torch.optim.AdamW(params, lr=1e-4),
+    "adamw-foreach": lambda params: torch.optim.AdamW(params, lr=1e-4, foreach=True),
+}
+
+# the models torch 2.x's TorchScript exporter still exports (Hugging Face decoders with RoPE
+# and GPT-2 without an attention mask fail on aten::diff): their plain cases are estimated from both graphs
+TORCHSCRIPT = ("zoo/resnet18", "zoo/resnet50", "zoo/mobilenet_v3_large", "zoo/vit_b_16", "zoo/bert_base_like",
+               "zoo/gpt2_small_like", "zoo/unet_like", "hf/bert", "hf/vit", "hf/t5",
+               "tv/convnext_tiny", "tv/efficientnet_b0", "tv/swin_t", "tv/deeplabv3_mobilenet_v3_large")
+
+# Hugging Face gradient checkpointing wraps each of these layers (module paths of the export)
+CHECKPOINTED = {"hf/llama": "model.layers.*", "hf/bert": "bert.encoder.layer.*"}
+
+
+def case(model, optimizer, batch, kind="plain", **extra):
+    """One truth case. kind: plain | lora | checkpoint | frozen | teacher."""
+    c = {"model": model, "optimizer": optimizer, "batch": batch, "kind": kind}
+    c.update(extra)
+    return c
+
+
+def default_cases():
+    cases = []
+    for name, m in MODELS.items():
+        if m.family == "tv" or name.endswith("_lora"):
+            continue
+        for opt in OPTIMIZERS:
+            for b in (1, 2, 4):
+                cases.append(case(name, opt, b))
+    # the issue's example: Llama-style with GQA at batch 8, sequence 256
+    cases += [case("hf/llama", opt, 8) for opt in OPTIMIZERS]
+    for name, m in MODELS.items():
+        if m.family == "tv":
+            cases += [case(name, opt, b) for opt in ("sgd-momentum", "adamw") for b in (1, 2)]
+    # LoRA through peft on the attention projections: only the adapters train
+    cases += [case("hf/llama_lora", "adamw", b, "lora") for b in (1, 2, 4)]
+    # Hugging Face gradient checkpointing (non-reentrant)
+    cases += [case(name, "adamw", b, "checkpoint", checkpoint=glob)
+              for name, glob in CHECKPOINTED.items() for b in (2, 4)]
+    # a frozen backbone: only the classifier trains
+    cases += [case("zoo/resnet50", "adamw", b, "frozen", trainable=["fc.*"]) for b in (2, 4)]
+    # distillation: a frozen ResNet-50 teacher (no_grad), a ResNet-18 student
+    cases += [case("zoo/resnet18", "adamw", b, "teacher", teacher="zoo/resnet50") for b in (2, 4)]
+    cases += [dict(c, exporter="torchscript") for c in cases if c["kind"] == "plain" and c["model"] in TORCHSCRIPT]
+    return cases
+
+
+def measured_key(c):
+    """Cases that differ only in the graph membudget reads share one measurement."""
+    return tuple(sorted((k, str(v)) for k, v in c.items() if k not in ("exporter", "truth", "membudget_args")))
+
+
+def prepare(c, device="cpu"):
+    """The model (train mode, frozen/checkpointed as the case says), the teacher, the optimizer."""
+    m = MODELS[c["model"]]
+    model = m.build(device)
+    model.train()
+    if c["kind"] == "frozen":
+        for n, p in model.named_parameters():
+            p.requires_grad_(any(n.startswith(g.rstrip("*")) for g in c["trainable"]))
+    if c["kind"] == "checkpoint":
+        hf_zoo.checkpointing(model)
+    teacher = None
+    if c["kind"] == "teacher":
+        teacher = MODELS[c["teacher"]].build(device).eval().requires_grad_(False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = OPTIMIZERS[c["optimizer"]](params)
+    return model, teacher, opt
+
+
+def batch(c, device="cpu"):
+    """(inputs, target) for the case's batch: the target is what the loss compares with."""
+    m = MODELS[c["model"]]
+    x = m.example(c["batch"], device)
+    return x
+
+
+def forward(c, model, x):
+    m = MODELS[c["model"]]
+    return m.read(m.call(model, x))
+
+
+def target_for(c, y):
+    g = torch.Generator().manual_seed(7)
+    if MODELS[c["model"]].loss == "mse":
+        return torch.randn(y.shape, generator=g).to(y.device)
+    if y.dim() == 3:  # classes on the last axis
+        return torch.randint(0, y.shape[-1], y.shape[:-1], generator=g).to(y.device)
+    return torch.randint(0, y.shape[1], (y.shape[0],) + tuple(y.shape[2:]), generator=g).to(y.device)
+
+
+def loss(c, y, target):
+    if MODELS[c["model"]].loss == "mse":
+        return F.mse_loss(y, target)
+    if y.dim() == 3:
+        return F.cross_entropy(y.reshape(-1, y.shape[-1]), target.reshape(-1))
+    return F.cross_entropy(y, target)
+
+
+def membudget_args(c, backend="cpu"):
+    """membudget estimate flags describing case c (model path first)."""
+    m = MODELS[c["model"]]
+    opt = c["optimizer"]
+    args = [m.file(c.get("exporter", "dynamo")), "--batch", str(c["batch"]), "--optimizer", opt.replace("-foreach", ""),
+            "--loss", m.loss, "--backend", backend]
+    if opt.endswith("-foreach"):
+        args += ["--foreach", "1"]
+    for axes in m.dims.values():
+        for d in axes.values():
+            size = hf_zoo.T5_TGT if d == "decoder_sequence" else hf_zoo.T5_SRC if m.name == "hf/t5" else hf_zoo.SEQ
+            args += ["--dim", "%s=%d" % (d, size)]
+    if c["kind"] == "lora":
+        args += ["--freeze", "*", "--trainable", "*lora_A*", "--trainable", "*lora_B*"]
+    for g in c.get("trainable", []):
+        args += ["--freeze", "*", "--trainable", g]
+    if c.get("checkpoint"):
+        args += ["--checkpoint", c["checkpoint"]]
+    if c.get("teacher"):
+        args += ["--teacher", MODELS[c["teacher"]].file()]
+    return args
