@@ -297,6 +297,15 @@ static void match_island(matcher *m, int32_t x, int32_t start) {
   else if (count[I_MEAN] == 1 && !count[I_SUB] && count[I_SQRT] + count[I_RECIP] >= 1)
     kind = MB_G_FUSED_RMSNORM;
   if (kind < 0) return;
+  /* GELU: torch.onnx writes F.gelu as x * (1 + erf(x / sqrt 2)) * 0.5, or for the tanh form
+   * 0.5 * (x * (1 + tanh(...))): the last Mul scales by 0.5. The same formula written in Python
+   * (Hugging Face's NewGELUActivation: 0.5 * x * (1 + tanh(... pow(x, 3) ...))) multiplies
+   * 0.5 * x first and runs as separate ops, each keeping its own tensors: not fused. */
+  if (kind == MB_G_FUSED_GELU) {
+    const mb_node *last = &g->nodes[members[n - 1]];
+    if (!is(last, "Mul") || last->n_inputs != 2 || (!is_scalar(m, last->inputs[0]) && !is_scalar(m, last->inputs[1])))
+      return;
+  }
   /* SiLU: the Mul must read x and the sigmoid of x. */
   if (kind == MB_G_FUSED_SILU) {
     const mb_node *mul = &g->nodes[members[1]];

@@ -742,3 +742,43 @@ def test_module_arguments_live_until_the_module_returns(cli, tmp_path):
     assert got["inputs"] == inputs
     assert got["forward_peak"] == 4 * 16 + inputs + 3 * T
     assert got["activations"] == T  # y, the output, held for the loss
+
+
+# ---------------------------------------------------------------------------------------------
+# GELU (tanh form) written two ways between two Linears: x [B,8] -> h [B,16] -> g -> logits [B,4]
+#   torch.onnx's F.gelu(approximate="tanh"):  0.5 * (h * (1 + tanh(c * (h + k * h*h*h))))
+#   Hugging Face's NewGELUActivation (Python): (0.5 * h) * (1 + tanh(c * (h + k * pow(h, 3))))
+# F.gelu is one op keeping h. The Python formula runs op by op: pow keeps h, tanh its output t,
+# and the last mul both of its operands, 0.5 * h and 1 + t: three [B,16] fp32 tensors more.
+# ---------------------------------------------------------------------------------------------
+
+def gelu_graph(path, python_form):
+    c = lambda name, v: helper.make_node("Constant", [], [name], value=const_f32(name + "_t", v))  # noqa: E731
+    nodes = [helper.make_node("Gemm", ["x", "fc1.weight", "fc1.bias"], ["h"], name="/fc1/Gemm", transB=1),
+             c("k", 0.044715), c("beta", 0.7978845608), c("one", 1.0), c("half", 0.5), c("three", 3.0)]
+    if python_form:
+        nodes += [helper.make_node("Mul", ["half", "h"], ["hh"], name="/act/Mul"),
+                  helper.make_node("Pow", ["h", "three"], ["cube"], name="/act/Pow")]
+    else:
+        nodes += [helper.make_node("Mul", ["h", "h"], ["sq"], name="/act/Mul_sq"),
+                  helper.make_node("Mul", ["h", "sq"], ["cube"], name="/act/Mul_cube")]
+    nodes += [helper.make_node("Mul", ["k", "cube"], ["kc"], name="/act/Mul_1"),
+              helper.make_node("Add", ["h", "kc"], ["inner0"], name="/act/Add"),
+              helper.make_node("Mul", ["beta", "inner0"], ["inner"], name="/act/Mul_2"),
+              helper.make_node("Tanh", ["inner"], ["t"], name="/act/Tanh"),
+              helper.make_node("Add", ["one", "t"], ["t1"], name="/act/Add_1")]
+    if python_form:
+        nodes += [helper.make_node("Mul", ["hh", "t1"], ["g"], name="/act/Mul_3")]
+    else:
+        nodes += [helper.make_node("Mul", ["h", "t1"], ["ht"], name="/act/Mul_3"),
+                  helper.make_node("Mul", ["half", "ht"], ["g"], name="/act/Mul_4")]
+    nodes += [helper.make_node("Gemm", ["g", "fc2.weight", "fc2.bias"], ["logits"], name="/fc2/Gemm", transB=1)]
+    inits = [init("fc1.weight", 16, 8), init("fc1.bias", 16), init("fc2.weight", 4, 16), init("fc2.bias", 4)]
+    return model(nodes, [tensor("x", "batch", 8)], [tensor("logits", "batch", 4)], inits, path)
+
+
+@pytest.mark.parametrize("b", [1, 3])
+def test_gelu_written_in_python_is_not_fused(cli, tmp_path, b):
+    torch_form = estimate(cli, gelu_graph(tmp_path / "gelu.onnx", False), "--batch", b, *SGD)
+    python_form = estimate(cli, gelu_graph(tmp_path / "gelu_py.onnx", True), "--batch", b, *SGD)
+    assert python_form["activations"] - torch_form["activations"] == 3 * f32(b, 16)
