@@ -135,6 +135,15 @@ static bool init_ctx(role_ctx *c, mb_graph *g) {
   return true;
 }
 
+/* Gather's indices are shape arithmetic (Gather(Shape(x), 0)) unless they pick rows of a
+ * floating weight: then they are an index tensor on the device, a buffer of the module
+ * (torchvision Swin's relative_position_index into its bias table). */
+static bool indexes_a_weight(const mb_graph *g, const mb_node *n, int32_t input) {
+  if (strcmp(n->op_type, "Gather") || input != 1 || n->n_inputs < 2 || n->inputs[0] < 0) return false;
+  const mb_value *data = &g->values[n->inputs[0]];
+  return data->kind == MB_VALUE_INITIALIZER && mb_dtype_is_float(g->inits[data->initializer].dtype);
+}
+
 /* Which uses a constant value reaches, following transparent ops. */
 static unsigned collect_uses(role_ctx *c, int32_t start) {
   mb_graph *g = c->g;
@@ -162,7 +171,7 @@ static unsigned collect_uses(role_ctx *c, int32_t start) {
         switch (position_kind(n, i)) {
           case 'W': uses |= USE_W; break;
           case 'R': uses |= USE_R; break;
-          case 'S': uses |= USE_S; break;
+          case 'S': uses |= indexes_a_weight(g, n, i) ? USE_OTHER : USE_S; break;
           case 'G': {
             int32_t idx = n->n_inputs > 1 ? n->inputs[1] : -1;
             uses |= (idx >= 0 && c->dynamic[idx]) ? USE_EMBED : USE_W;
