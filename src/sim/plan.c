@@ -317,7 +317,7 @@ static int64_t *result_strides(mb_builder *b, const mb_model_state *ms, const mb
     mb_strides_dense_order(y->dims, blhd, 4, st);
     return keep_strides(b, ms, o, st);
   }
-  bool like_q = sdpa && ln->rule == MB_G_SDPA;
+  bool like_q = sdpa && ln->rule != MB_G_ATTENTION;
   if (!(ln->r->flags & MB_GF_POINTWISE) && !like_q) return NULL;
   for (int32_t i = 0; i < ln->n_in; i++) {
     int32_t v = ln->in[i];
