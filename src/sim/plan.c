@@ -605,10 +605,22 @@ int mb_build_lnodes(mb_builder *b, int model) {
 
 /* ---- the plan ---- */
 
+/* A graph that records the aten op of each node (torch 2.x's dynamo exporter) shows every
+ * copy PyTorch made (.contiguous() is an aten.clone); a TorchScript graph does not. */
+static bool records_aten_ops(const mb_graph *g) {
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    if (g->nodes[k].origin.fx) return true;
+  return false;
+}
+
 static int shapes_for_plan(mb_builder *b, int model) {
   mb_model_state *ms = &b->ms[model];
-  /* batch 2: structure decisions (broadcasts, views) must not see batch-1 coincidences */
-  int64_t batch = b->tr->batch_max >= 2 ? 2 : 1;
+  /* batch 2: structure decisions (broadcasts, views) must not see batch-1 coincidences. A
+   * budget at batch 1 of a graph that records its copies is planned at batch 1: PyTorch sees
+   * the coincidences too (a size-1 batch dim merges with any other, so at::matmul folds a
+   * transposed [1, H, L, D] without a copy). A TorchScript graph hides .contiguous() calls
+   * (nn.MultiheadAttention's in torch 1.13 copy at batch 1 too), so batch 2 stays its plan. */
+  int64_t batch = b->tr->batch_max < 2 || (b->s->batch == 1 && records_aten_ops(ms->m->graph)) ? 1 : 2;
   if (mb_shapes_run(ms->m, b->s, batch, &ms->shapes) != MB_OK)
     return mb_fail(b->d, mb_shapes_status(ms->shapes), "%s%s", model ? "teacher: " : "",
                    mb_shapes_errmsg(ms->shapes));

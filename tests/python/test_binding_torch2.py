@@ -133,6 +133,17 @@ def test_same_prediction_as_the_committed_file(cli, child, name):
         res["zoo"][name]
 
 
+def test_truth_cases_predict_the_same_through_membudget_torch(cli, child):
+    # issue 14: the module as the torch 2.x truth trains it (bench/truth/torch2_cases.py) gives the
+    # budget the CLI gives for the committed file with the case's flags: LoRA's requires_grad
+    # becomes the freeze/trainable globs, Hugging Face's checkpointing flag the checkpoint globs
+    _, res = child
+    assert len(res["truth"]) == 5
+    for r in res["truth"]:
+        expected = cli_budget(cli, ROOT / r["args"][0], *r["args"][1:])
+        assert r["budget"] == expected, r["case"]
+
+
 def test_failed_export_names_each_exporters_reason(child):
     _, res = child
     assert res["error"].startswith("torch.onnx.export of Unexportable failed: dynamo: ")

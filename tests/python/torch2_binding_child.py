@@ -139,6 +139,30 @@ for key in ("llama_small", "gpt2_small", "bert_small"):
     module, _ = zoo.build(key, "meta")
     res["zoo"][key] = mt.estimate(module, zoo.example(key, "meta"), batch=8, dims={"sequence": 256}).to_dict()
 
+# 9b. the torch 2.x truth cases (bench/truth/torch2_cases.py): membudget.torch on the module as
+# the truth trains it (LoRA's requires_grad, Hugging Face's checkpointing flag) predicts what the
+# CLI predicts from the committed file with the case's flags
+sys.path.insert(0, os.path.join(ROOT, "bench", "truth"))
+import torch2_cases as t2  # noqa: E402
+
+TRUTH_CASES = [t2.case("hf/llama", "adamw", 8), t2.case("hf/llama_lora", "adamw", 2, "lora"),
+               t2.case("hf/llama", "adamw", 2, "checkpoint", checkpoint=t2.CHECKPOINTED["hf/llama"]),
+               t2.case("hf/t5", "adamw-foreach", 2), t2.case("tv/swin_t", "sgd-momentum", 1)]
+res["truth"] = []
+for c in TRUTH_CASES:
+    m = t2.MODELS[c["model"]]
+    module = m.build("meta")
+    if c["kind"] == "checkpoint":
+        t2.hf_zoo.checkpointing(module)
+    x = m.example(2, "meta")
+    args = t2.membudget_args(c)
+    dims = dict((args[i + 1].split("=")[0], int(args[i + 1].split("=")[1]))
+                for i, a in enumerate(args) if a == "--dim")
+    b = mt.estimate(module, dict(zip(m.keywords, x)) if m.keywords else x, batch=c["batch"],
+                    optimizer=c["optimizer"].replace("-foreach", ""), foreach=c["optimizer"].endswith("-foreach"),
+                    backend="cpu", loss=m.loss, dims=dims)
+    res["truth"].append({"case": c, "args": args, "budget": b.to_dict(), "setup": b.setup})
+
 # 10. an export that fails is a clear error naming the module and each exporter's reason
 class Unexportable(torch.nn.Module):
     def forward(self, x):
