@@ -608,7 +608,7 @@ int mb_build_lnodes(mb_builder *b, int model) {
 static int shapes_for_plan(mb_builder *b, int model) {
   mb_model_state *ms = &b->ms[model];
   /* batch 2: structure decisions (broadcasts, views) must not see batch-1 coincidences */
-  int64_t batch = b->tr->batch_max >= 2 ? 2 : 1;
+  int64_t batch = b->tr->batch_max >= 2 && mb_setup_batch_limit(b->s) >= 2 ? 2 : 1;
   if (mb_shapes_run(ms->m, b->s, batch, &ms->shapes) != MB_OK)
     return mb_fail(b->d, mb_shapes_status(ms->shapes), "%s%s", model ? "teacher: " : "",
                    mb_shapes_errmsg(ms->shapes));
@@ -659,7 +659,7 @@ static int refuse_inference_graph(const mb_model *m, const mb_setup *s, mb_diag 
 
 int mb_plan_build(const mb_model *m, const mb_setup *s, mb_plan **out, mb_diag *d) {
   *out = NULL;
-  if (refuse_inference_graph(m, s, d) != MB_OK) return d->status;
+  if (refuse_inference_graph(m, s, d) != MB_OK || mb_shapes_check_sample_dims(m, s, d) != MB_OK) return d->status;
   mb_plan *p = calloc(1, sizeof *p);
   if (!p) return mb_fail(d, MB_E_NOMEM, "out of memory");
   mb_builder b = {.p = p, .s = s, .tr = &s->train, .d = d};
