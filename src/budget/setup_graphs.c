@@ -505,8 +505,9 @@ static int64_t upper_bound(const int64_t *sorted, int64_t n, int64_t v) {
 /* The quantile point of K random batches of G graphs: per dim, the sum over the batch. A batch
  * is a uniformly random G-subset (what a shuffled loader's full batches are), drawn by a partial
  * Fisher-Yates shuffle (of the G - or the M - G left out - graphs) that is undone afterwards.
- * The point: per dim, an order statistic of the K sums, the same rank r for every dim, with r the
- * smallest rank at which at least ceil(Q K) batches have no dim above the point. */
+ * The point: per dim, an order statistic of the K sums, the same rank r for every dim. Batch b is
+ * covered from rank r_b, the largest over the dims of how many sums are <= its own; r is the
+ * ceil(Q K)-th smallest r_b, so at least ceil(Q K) batches have no dim above the point. */
 static int quantile_point(const mb_setup *s, int64_t G, int64_t *point, mb_diag *d) {
   const mb_graph_sizes *z = &s->batching.sizes;
   int64_t M = z->n_graphs, K = s->batching.batches > 0 ? s->batching.batches : DEFAULT_BATCHES;

@@ -336,3 +336,66 @@ def test_shapes_takes_per_sample_dims(cli, mp_layer):
     assert shapes["x"] == [12, F_IN] and shapes["x_j"] == [20, F_OUT]
     p = run(cli, "shapes", mp_layer, "--per-sample", "nodes=3,edges=5")
     assert p.returncode == 1 and "which grows with the batch (per-sample dims): give the batch size" in p.stderr
+
+
+def splitmix(state):
+    state = (state + 0x9E3779B97F4A7C15) & (2**64 - 1)
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
+    return state, z ^ (z >> 31)
+
+
+def below(state, n):
+    """Lemire's multiply-shift, as the library draws an index in [0, n)."""
+    state, r = splitmix(state)
+    m = r * n
+    if m & (2**64 - 1) < n:
+        threshold = (2**64 - n) % n
+        while m & (2**64 - 1) < threshold:
+            state, r = splitmix(state)
+            m = r * n
+    return state, m >> 64
+
+
+def random_batches(rows, g, k):
+    """docs/estimate.md's random batches: a partial Fisher-Yates shuffle of the g graphs (or of
+    the m - g left out, when g > m / 2) per batch, seeded with 1 and g."""
+    m = len(rows)
+    state = 1 ^ ((g * 0xD1B54A32D192ED03) & (2**64 - 1))
+    left_out = g > m // 2
+    draw = m - g if left_out else g
+    batches = []
+    for _ in range(k):
+        idx = list(range(m))  # the library undoes its swaps: the same as starting afresh
+        for i in range(draw):
+            state, j = below(state, m - i)
+            j += i
+            idx[i], idx[j] = idx[j], idx[i]
+        chosen = set(idx[:draw])
+        if left_out:
+            chosen = set(range(m)) - chosen
+        batches.append(tuple(sum(rows[c][d] for c in chosen) for d in range(2)))
+    return batches
+
+
+@pytest.mark.parametrize("g,q", [(3, 0.9), (8, 0.5), (5, 0.99)])
+def test_quantile_covers_the_stated_fraction(cli, mp_layer, tmp_path, g, q):
+    """The point is rebuilt from the documented procedure: the same K batches, each batch's
+    covering rank, the ceil(QK)-th smallest; at least ceil(QK) batches have no dim above it."""
+    rows = [(1 + (5 * i) % 9, 1 + (7 * i) % 13) for i in range(10)]
+    path = tmp_path / "ten.csv"
+    path.write_text("nodes,edges\n" + "".join(f"{n},{e}\n" for n, e in rows))
+    k = 200
+    batches = random_batches(rows, g, k)
+    cols = [sorted(b[d] for b in batches) for d in range(2)]
+    covering = sorted(max(sum(1 for v in cols[d] if v <= b[d]) for d in range(2)) for b in batches)
+    need = -(-int(round(q * k * 1000)) // 1000)  # ceil(q k) for these exact fractions
+    r = covering[need - 1]
+    point = (cols[0][r - 1], cols[1][r - 1])
+    assert sum(1 for b in batches if b[0] <= point[0] and b[1] <= point[1]) >= need
+    assert sum(1 for rb in covering if rb < r) < need  # fewer batches are covered below rank r
+    got = estimate(cli, mp_layer, "--graph-sizes", path, "--graph-quantile", str(q), "--graph-batches", str(k),
+                   "--batch", str(g), *SGD)
+    assert (got["dims"]["nodes"], got["dims"]["edges"]) == point
+    check_step(got, *point)
