@@ -464,26 +464,23 @@ static uint64_t splitmix(uint64_t *x) {
   return z ^ (z >> 31);
 }
 
-/* uniform in [0, n), unbiased (Lemire's multiply-shift: no division on the usual path) */
+/* The 128-bit product of a and b as (high, low), portably: the same stream on every platform. */
+static uint64_t mul_hi_lo(uint64_t a, uint64_t b, uint64_t *lo) {
+  uint64_t a0 = a & 0xffffffffu, a1 = a >> 32, b0 = b & 0xffffffffu, b1 = b >> 32;
+  uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
+  uint64_t mid = (p00 >> 32) + (p01 & 0xffffffffu) + (p10 & 0xffffffffu);
+  *lo = (mid << 32) | (p00 & 0xffffffffu);
+  return p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+}
+
+/* uniform in [0, n), unbiased: Lemire's multiply-shift (no division on the usual path) */
 static uint64_t below(uint64_t *state, uint64_t n) {
-#if defined(__SIZEOF_INT128__)
-  __uint128_t m = (__uint128_t)splitmix(state) * n;
-  uint64_t low = (uint64_t)m;
+  uint64_t low, high = mul_hi_lo(splitmix(state), n, &low);
   if (low < n) {
     uint64_t threshold = (0 - n) % n;
-    while (low < threshold) {
-      m = (__uint128_t)splitmix(state) * n;
-      low = (uint64_t)m;
-    }
+    while (low < threshold) high = mul_hi_lo(splitmix(state), n, &low);
   }
-  return (uint64_t)(m >> 64);
-#else
-  uint64_t threshold = (0 - n) % n;
-  for (;;) {
-    uint64_t r = splitmix(state);
-    if (r >= threshold) return r % n;
-  }
-#endif
+  return high;
 }
 
 static int cmp_i64(const void *a, const void *b) {
