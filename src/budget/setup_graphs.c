@@ -671,7 +671,9 @@ MB_API size_t mb_setup_describe_batch(mb_setup *s, int64_t G, char *buf, size_t 
       mb_fmt_thousands(num2, sizeof num2, (uint64_t)v[i]);
       OUT("%s%s %s", k++ ? ", " : "", num2, name);
       int p = per_sample_of(b, name);
-      if (z->n_graphs && !in_table && p >= 0) OUT(" (%lld per %s)", (long long)b->counts[p], "graph");
+      size_t ul = strlen(unit);
+      if (z->n_graphs && !in_table && p >= 0) /* "4 per graph": the unit, its plural 's' dropped */
+        OUT(" (%lld per %.*s)", (long long)b->counts[p], (int)(ul > 1 && unit[ul - 1] == 's' ? ul - 1 : ul), unit);
     }
   if (z->n_graphs && b->quantile > 0) {
     int64_t K = b->batches > 0 ? b->batches : DEFAULT_BATCHES;
