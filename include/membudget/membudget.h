@@ -301,6 +301,15 @@ MB_API const char *mb_shapes_note(const mb_shapes *shapes);
 /* The automatically found batch dim of a model (symbolic axis 0 of its inputs), or NULL. */
 MB_API const char *mb_model_batch_dim(const mb_model *model);
 MB_API size_t mb_shapes_num_tensors(const mb_shapes *shapes);
+/* Data-dependent sizes that were bounded by a default rule because the setup gave no value for
+ * them: a NonZero or Compress over a bool mask (at most the mask's elements), the number of
+ * graphs PyTorch Geometric computes as ReduceMax(batch) + 1 (the batch in graphs with
+ * per-sample dims, else at most the node count). Each names its node, the tensor whose
+ * mb_setup_set_dim (--dim TENSOR=N) overrides it, the value assumed and why. Strings live as
+ * long as the shapes. */
+MB_API size_t mb_shapes_num_assumptions(const mb_shapes *shapes);
+MB_API int mb_shapes_assumption(const mb_shapes *shapes, size_t i, const char **node, const char **op_type,
+                                const char **tensor, int64_t *value, const char **why);
 
 typedef struct mb_shape_desc {
   uint32_t struct_size;  /* set to sizeof(mb_shape_desc) by the caller */
@@ -370,6 +379,16 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
  *   grad_sum          inplace | copy: how autograd sums two gradients of one tensor (a weight
  *                     used twice, an activation read by several ops): in place (PyTorch 2,
  *                     default) or into a new tensor (PyTorch 1.13 and before)
+ * Batches of graphs (see "batches of graphs" below):
+ *   per_sample        dims that grow with the batch and their count per graph:
+ *                     "nodes=37,edges=120" (a count of 1: the dim is the batch itself); "" clears
+ *   batch_unit        what the batch size counts, a word    (default "graphs" with per-sample
+ *                     dims, else "samples")
+ *   graph_sizes       a CSV file of the data set's graph sizes: a header naming per-sample dims
+ *                     ("nodes,edges"), then one row of counts per graph; "" clears
+ *   graph_quantile    Q in (0, 1]: budget for that quantile of random batches instead of the
+ *                     worst batch ("largest", the default, goes back to the worst batch)
+ *   graph_batches     random batches sampled for graph_quantile               (default 1000)
  * Measured mode (mb_measure_*) only:
  *   cuda_device       the CUDA device ordinal to measure                       (default 0)
  *   cuda_runtime      path or file name of libcudart      (default: libcudart.so.13, .12, ...)
@@ -381,6 +400,48 @@ MB_API int mb_setup_set(mb_setup *setup, const char *key, const char *value);
 /* A frozen teacher model run forward without grad each step (distillation), or NULL. The
  * caller keeps it alive while the setup uses it. */
 MB_API int mb_setup_set_teacher(mb_setup *setup, const mb_model *teacher);
+
+/* ---------------------------------------------------------------- batches of graphs
+ * A graph neural network trains on batches of small graphs: PyTorch Geometric concatenates G
+ * graphs into one graph of N nodes and E edges, so several symbolic dims grow with the batch.
+ * The setup key per_sample ("nodes=37,edges=120") names them with their count per graph: a batch
+ * size G then binds nodes = 37 G and edges = 120 G (a count of 1 makes a dim the batch itself,
+ * as a "graphs" dim of per-graph targets), the batch-size solve answers in graphs, and
+ * batch_unit (default "graphs" then) names what batch_size counts.
+ * Real data sets vary. Given the size of every graph (the setup key graph_sizes, a CSV file,
+ * or mb_setup_set_graph_sizes), a batch of G graphs is the worst batch a shuffled loader can
+ * produce: each per-sample dim takes the sum of its G largest values in the table, which no
+ * batch of G graphs of the data set exceeds in any dim (the graphs with the most nodes need
+ * not be those with the most edges: an upper bound, exact when one order ranks both); with
+ * graph_quantile Q, the smallest such point that covers, dim by dim, a fraction Q of
+ * graph_batches (default 1000) random batches of G graphs drawn with a fixed seed. A batch
+ * cannot hold more graphs than the table: the solve stops there. docs/estimate.md, "Batches of
+ * graphs", has the details. */
+typedef enum mb_batch_rule {
+  MB_BATCH_PLAIN = 0,      /* the batch dim is the batch size (no per-sample dims) */
+  MB_BATCH_PER_SAMPLE = 1, /* each per-sample dim = its count per graph x the batch */
+  MB_BATCH_LARGEST = 2,    /* graph sizes: each dim's `batch` largest values summed */
+  MB_BATCH_QUANTILE = 3    /* graph sizes: a quantile of random batches */
+} mb_batch_rule;
+
+/* The sizes of every graph of a data set: counts[g * n_dims + k] is dim dims[k] of graph g (an
+ * integer >= 0). Copied. The dims become per-sample dims; for those also in per_sample the
+ * table's sizes win. n_graphs == 0 clears the table. */
+MB_API int mb_setup_set_graph_sizes(mb_setup *setup, const char *const *dims, size_t n_dims,
+                                    const int64_t *counts, size_t n_graphs);
+/* The per-sample dims: per_sample's in the order given, then graph-size columns not among
+ * them. Names live until the setup's per-sample dims change. */
+MB_API size_t mb_setup_num_sample_dims(const mb_setup *setup);
+MB_API const char *mb_setup_sample_dim(const mb_setup *setup, size_t i);
+/* Their values for a batch of `batch` graphs under the setup's rule, into values[0..n) (n at
+ * least mb_setup_num_sample_dims). A batch larger than the graph-size table fails with
+ * MB_E_INVALID_ARG and a message in mb_setup_errmsg. */
+MB_API int mb_setup_sample_dims_at(mb_setup *setup, int64_t batch, int64_t *values, size_t n);
+/* One sentence naming the batch of `batch` graphs the estimate budgets for ("the 256 largest
+ * graphs of 10,000 in sizes.csv: 9,472 nodes, 30,720 edges (each dim's 256 largest values
+ * summed)"); "" without per-sample dims. Writes at most size bytes (NUL-terminated); returns
+ * the length it needed (0 on error, the message in mb_setup_errmsg). */
+MB_API size_t mb_setup_describe_batch(mb_setup *setup, int64_t batch, char *buf, size_t size);
 
 /* The GPU table: name ("h100-80gb"), description and memory in bytes. */
 MB_API size_t mb_gpu_num(void);
@@ -470,6 +531,14 @@ typedef struct mb_budget {
   uint64_t cached_free;          /* reserved but unallocated bytes then: the fragmentation */
   uint64_t largest_cached_free;  /* the largest free cached block then */
   uint64_t cudnn_workspace;      /* the largest cuDNN workspace one convolution asked for (transient) */
+  /* batches of graphs (per_sample, graph sizes: see "batches of graphs" above) */
+  char batch_unit[16];           /* what batch_size counts: "samples", or "graphs" (batch_unit) */
+  int32_t batch_rule;            /* mb_batch_rule: how the per-sample dims follow batch_size;
+                                  * dynamic_per_sample is then memory per graph */
+  int32_t assumed_bounds;        /* data-dependent sizes bounded by a default rule, not the
+                                  * setup (mb_shapes_assumption lists them) */
+  int64_t batch_limit;           /* the most graphs a batch can hold: the graph-size table's
+                                  * count (0: no limit) */
 } mb_budget;
 
 /* On failure the message is in mb_setup_errmsg(setup). */

@@ -8,6 +8,6 @@
 
 /* setup, budget, summary (and with trace, every event of the step at b's batch size); extra:
  * more top-level members, written as ",\n  \"name\": ..." (NULL: none). *out is the caller's. */
-int mb_budget_document(const mb_setup *s, const mb_plan *p, const mb_budget *b, int trace, const char *extra,
+int mb_budget_document(mb_setup *s, const mb_plan *p, const mb_budget *b, int trace, const char *extra,
                        char **out, mb_diag *d);
 #endif

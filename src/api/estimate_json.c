@@ -11,6 +11,7 @@
 #include "budget/context.h"
 #include "budget/estimate.h"
 #include "budget/reserved.h"
+#include "shape/infer.h"
 #include "sim/optim.h"
 #include "util/format.h"
 #include "util/strbuf.h"
@@ -24,18 +25,34 @@ static const char *signed_bytes(char *buf, size_t size, int64_t v) {
   return buf;
 }
 
+/* " per_graph=1.41 MiB" when the batch counts something else than samples (graphs), from the
+ * budget's own size: a caller's older, smaller struct has no unit */
+static const char *per_unit(const mb_budget *b, char *buf, size_t size) {
+  buf[0] = '\0';
+  if (b->struct_size < offsetof(mb_budget, batch_rule)) return buf;
+  char unit[sizeof b->batch_unit + 1];
+  memcpy(unit, b->batch_unit, sizeof b->batch_unit);
+  unit[sizeof b->batch_unit] = '\0';
+  size_t n = strlen(unit);
+  if (!n || !strcmp(unit, "samples")) return buf;
+  if (n > 1 && unit[n - 1] == 's') unit[n - 1] = '\0'; /* graphs -> per_graph */
+  char bytes[32];
+  snprintf(buf, size, " per_%s=%s", unit, mb_fmt_bytes(bytes, sizeof bytes, b->dynamic_per_sample));
+  return buf;
+}
+
 MB_API size_t mb_budget_summary(const mb_budget *b, char *buf, size_t size) {
   if (!b) return 0;
-  char t[12][32];
+  char t[12][32], per[64];
   int n = snprintf(buf, buf ? size : 0,
                    "MemoryBudget(total=%s static=%s [params=%s embed=%s opt=%s grad=%s teacher=%s] "
-                   "activation=%s per_sample=%s available=%s batch_size=%lld mode=%s)",
+                   "activation=%s per_sample=%s%s available=%s batch_size=%lld mode=%s)",
                    mb_fmt_bytes(t[0], 32, b->device_peak), mb_fmt_bytes(t[1], 32, b->static_bytes),
                    mb_fmt_bytes(t[2], 32, b->params_trainable + b->params_frozen),
                    mb_fmt_bytes(t[3], 32, b->embeddings), mb_fmt_bytes(t[4], 32, b->optimizer_states),
                    mb_fmt_bytes(t[5], 32, b->gradients), mb_fmt_bytes(t[6], 32, b->teacher_weights),
                    mb_fmt_bytes(t[7], 32, b->dynamic_peak), mb_fmt_bytes(t[8], 32, b->dynamic_per_sample),
-                   b->device_memory ? signed_bytes(t[9], 32, b->available) : "unknown",
+                   per_unit(b, per, sizeof per), b->device_memory ? signed_bytes(t[9], 32, b->available) : "unknown",
                    (long long)b->batch_size, b->mode == MB_MODE_MEASURED ? "measured" : "static");
   return n < 0 ? 0 : (size_t)n;
 }
@@ -49,6 +66,45 @@ static void field(mb_strbuf *sb, const char *key, uint64_t v, int last) {
 static const char *precision_name(int p) {
   static const char *const names[] = {"fp32", "amp-fp16", "amp-bf16", "fp16", "bf16"};
   return p >= 0 && p <= 4 ? names[p] : "fp32";
+}
+
+/* per_sample, batch_unit, graph_sizes (null, or the table's size, largest and total per dim),
+ * graph_quantile (null: the worst batch), graph_batches */
+static void json_batching_setup(mb_strbuf *sb, const mb_setup *s) {
+  const mb_batching *b = &s->batching;
+  const mb_graph_sizes *z = &b->sizes;
+  mb_sb_puts(sb, "    \"per_sample\": {");
+  for (size_t i = 0; i < b->n; i++) {
+    mb_sb_puts(sb, i ? ", " : "");
+    mb_sb_json_str(sb, b->names[i]);
+    mb_sb_printf(sb, ": %lld", (long long)b->counts[i]);
+  }
+  mb_sb_puts(sb, "},\n    \"batch_unit\": ");
+  mb_sb_json_str(sb, mb_setup_batch_unit(s));
+  mb_sb_puts(sb, ",\n    \"graph_sizes\": ");
+  if (!z->n_graphs) {
+    mb_sb_puts(sb, "null");
+  } else {
+    mb_sb_printf(sb, "{\"graphs\": %lld, \"source\": ", (long long)z->n_graphs);
+    mb_sb_json_str(sb, z->source);
+    const char *what[] = {"dims", "largest", "total"};
+    for (int w = 0; w < 3; w++) {
+      mb_sb_printf(sb, ", \"%s\": %s", what[w], w ? "{" : "[");
+      for (size_t k = 0; k < z->n_dims; k++) {
+        const int64_t *pre = &z->prefix[k * (size_t)(z->n_graphs + 1)];
+        mb_sb_puts(sb, k ? ", " : "");
+        mb_sb_json_str(sb, z->dims[k]);
+        if (w == 1) mb_sb_printf(sb, ": %lld", (long long)pre[1]);
+        if (w == 2) mb_sb_printf(sb, ": %lld", (long long)pre[z->n_graphs]);
+      }
+      mb_sb_puts(sb, w ? "}" : "]");
+    }
+    mb_sb_puts(sb, "}");
+  }
+  mb_sb_puts(sb, ",\n    \"graph_quantile\": ");
+  if (b->quantile > 0) mb_sb_printf(sb, "%.6g", b->quantile);
+  else mb_sb_puts(sb, "null");
+  mb_sb_printf(sb, ",\n    \"graph_batches\": %lld,\n", (long long)(b->batches > 0 ? b->batches : 1000));
 }
 
 static void json_setup(mb_strbuf *sb, const mb_setup *s, const mb_plan *p) {
@@ -100,6 +156,7 @@ static void json_setup(mb_strbuf *sb, const mb_setup *s, const mb_plan *p) {
   mb_sb_json_u64(sb, tr->rounding);
   mb_sb_printf(sb, ",\n    \"batch_min\": %lld,\n    \"batch_max\": %lld,\n    \"batch_multiple\": %lld,\n",
                (long long)tr->batch_min, (long long)tr->batch_max, (long long)tr->batch_multiple);
+  json_batching_setup(sb, s);
   mb_sb_puts(sb, "    \"note\": ");
   mb_sb_json_str(sb, p->note);
   mb_sb_puts(sb, "\n  },\n");
@@ -150,8 +207,83 @@ static void json_budget(mb_strbuf *sb, const mb_budget *b) {
   field(sb, "segments", b->segments, 0);
   field(sb, "cached_free", b->cached_free, 0);
   field(sb, "largest_cached_free", b->largest_cached_free, 0);
-  field(sb, "cudnn_workspace", b->cudnn_workspace, 1);
-  mb_sb_puts(sb, "  }");
+  field(sb, "cudnn_workspace", b->cudnn_workspace, 0);
+}
+
+static const char *batch_rule_name(int rule) {
+  static const char *const names[] = {"plain", "per_sample", "largest", "quantile"};
+  return rule >= 0 && rule <= 3 ? names[rule] : "plain";
+}
+
+/* The assumed bounds of one model's shapes at the budget's batch size. */
+static void json_assumed(mb_strbuf *sb, const mb_shapes *sh, const char *model, bool *first) {
+  for (size_t i = 0; i < mb_shapes_num_assumptions(sh); i++) {
+    const char *node, *op, *tensor, *why;
+    int64_t value;
+    mb_shapes_assumption(sh, i, &node, &op, &tensor, &value, &why);
+    mb_sb_puts(sb, *first ? "\n      {\"model\": " : ",\n      {\"model\": ");
+    *first = false;
+    mb_sb_json_str(sb, model);
+    mb_sb_puts(sb, ", \"node\": ");
+    mb_sb_json_str(sb, node);
+    mb_sb_puts(sb, ", \"op_type\": ");
+    mb_sb_json_str(sb, op);
+    mb_sb_puts(sb, ", \"tensor\": ");
+    mb_sb_json_str(sb, tensor);
+    mb_sb_printf(sb, ", \"value\": %lld, \"why\": ", (long long)value);
+    mb_sb_json_str(sb, why);
+    mb_sb_puts(sb, "}");
+  }
+}
+
+/* batch_unit, batch_rule, batch_limit, the symbolic dims at the answer, the worst-batch
+ * sentence, and the default bounds taken there (shapes inferred again at the budget's batch) */
+static int json_batching(mb_strbuf *sb, mb_setup *s, const mb_plan *p, const mb_budget *b, mb_diag *d) {
+  mb_shapes *sh[2] = {NULL, NULL};
+  const mb_model *models[2] = {p->model, p->teacher};
+  for (int k = 0; k < 2 && models[k]; k++)
+    if (mb_shapes_run(models[k], s, b->batch_size, &sh[k]) != MB_OK) {
+      mb_fail(d, mb_shapes_status(sh[k]), "%s", mb_shapes_errmsg(sh[k]));
+      break;
+    }
+  if (d->status == MB_OK) {
+    mb_sb_puts(sb, "    \"batch_unit\": ");
+    mb_sb_json_str(sb, mb_setup_batch_unit(s));
+    mb_sb_printf(sb, ",\n    \"batch_rule\": \"%s\",\n    \"batch_limit\": %lld,\n    \"dims\": {",
+                 batch_rule_name(mb_setup_batch_rule(s)), (long long)b->batch_limit);
+    const mb_graph *g = p->model->graph;
+    const mb_tinfo *t = mb_shapes_tinfo(sh[0]);
+    bool first = true;
+    for (int32_t i = 0; i < g->n_inputs; i++) { /* every symbolic dim once, in input order */
+      const mb_value *v = &g->values[g->inputs[i]];
+      for (int32_t a = 0; a < v->type.rank && a < t[g->inputs[i]].rank; a++) {
+        const char *name = v->type.dim_params[a];
+        bool seen = !name;
+        for (int32_t j = 0; j <= i && !seen; j++) {
+          const mb_value *w = &g->values[g->inputs[j]];
+          for (int32_t c = 0; c < (j == i ? a : w->type.rank) && !seen; c++)
+            seen = w->type.dim_params[c] && !strcmp(w->type.dim_params[c], name);
+        }
+        if (seen) continue;
+        mb_sb_puts(sb, first ? "" : ", ");
+        first = false;
+        mb_sb_json_str(sb, name);
+        mb_sb_printf(sb, ": %lld", (long long)t[g->inputs[i]].dims[a]);
+      }
+    }
+    char sentence[4096];
+    mb_setup_describe_batch(s, b->batch_size, sentence, sizeof sentence);
+    mb_sb_puts(sb, "},\n    \"worst_batch\": ");
+    mb_sb_json_str(sb, sentence);
+    mb_sb_puts(sb, ",\n    \"assumed_bounds\": [");
+    first = true;
+    json_assumed(sb, sh[0], "model", &first);
+    if (sh[1]) json_assumed(sb, sh[1], "teacher", &first);
+    mb_sb_puts(sb, first ? "]\n  }" : "\n    ]\n  }");
+  }
+  mb_shapes_free(sh[0]);
+  mb_shapes_free(sh[1]);
+  return d->status;
 }
 
 static void json_trace(mb_strbuf *sb, const mb_plan *p, const uint64_t *bytes, const uint64_t *live) {
@@ -198,7 +330,7 @@ static void json_allocator_trace(mb_strbuf *sb, const mb_reserve *res) {
   mb_sb_puts(sb, "  ]");
 }
 
-int mb_budget_document(const mb_setup *s, const mb_plan *p, const mb_budget *b, int trace, const char *extra,
+int mb_budget_document(mb_setup *s, const mb_plan *p, const mb_budget *b, int trace, const char *extra,
                        char **out, mb_diag *d) {
   uint64_t *bytes = NULL, *live = NULL;
   mb_reserve *res = NULL;
@@ -223,6 +355,7 @@ int mb_budget_document(const mb_setup *s, const mb_plan *p, const mb_budget *b, 
     mb_json_inference_signs(&sb, p->model, "  ");
     mb_sb_puts(&sb, ",\n");
     json_budget(&sb, b);
+    json_batching(&sb, s, p, b, d);
     mb_sb_puts(&sb, ",\n  \"summary\": ");
     mb_sb_json_str(&sb, line);
     if (extra) mb_sb_puts(&sb, extra);
@@ -230,7 +363,7 @@ int mb_budget_document(const mb_setup *s, const mb_plan *p, const mb_budget *b, 
     if (trace && res) json_allocator_trace(&sb, res);
     mb_sb_puts(&sb, "\n}\n");
     if (mb_sb_failed(&sb)) mb_fail(d, MB_E_NOMEM, "out of memory");
-    else *out = mb_sb_detach(&sb);
+    else if (d->status == MB_OK) *out = mb_sb_detach(&sb);
     mb_sb_free(&sb);
   }
   free(bytes);

@@ -100,6 +100,7 @@ static void fill(const est *x, int64_t batch, const mb_run *r, const mb_reserved
   bu->usable_memory = (uint64_t)((double)tr->device_memory * tr->utilization);
   bu->available = (int64_t)bu->usable_memory - (int64_t)bu->device_peak;
   bu->fits = tr->device_memory ? bu->device_peak <= bu->usable_memory && !bu->allocator_ooms : -1;
+  mb_budget_batching(x->s, r->assumed, bu);
 }
 
 /* What a run is for: the budget, a probe of whether the batch fits, or only the allocated
@@ -138,10 +139,25 @@ static int fits_at(const est *x, int64_t batch, bool *fits, mb_diag *d) {
   return MB_OK;
 }
 
-/* dynamic_peak ~ fixed + per_sample x batch, from two runs */
+void mb_budget_batching(const mb_setup *s, int32_t assumed, mb_budget *bu) {
+  snprintf(bu->batch_unit, sizeof bu->batch_unit, "%s", mb_setup_batch_unit(s));
+  bu->batch_rule = mb_setup_batch_rule(s);
+  bu->assumed_bounds = assumed;
+  int64_t limit = mb_setup_batch_limit(s);
+  bu->batch_limit = limit == INT64_MAX ? 0 : limit;
+}
+
+/* dynamic_peak ~ fixed + per_sample x batch, from two runs (per graph with per-sample dims;
+ * within the graph-size table's count) */
 static int slope(const est *x, mb_budget *bu, mb_diag *d) {
   const mb_train *tr = &x->s->train;
   int64_t lo = tr->batch_min, hi = bu->batch_size > lo ? bu->batch_size : lo + 1;
+  int64_t limit = mb_setup_batch_limit(x->s);
+  if (hi > limit) { /* the whole table: the slope from the batch below it */
+    hi = limit;
+    if (lo >= hi) lo = hi - 1;
+    if (lo < 1) return MB_OK; /* one graph: no slope */
+  }
   mb_budget a, b;
   if (eval(x, lo, RUN_ALLOCATED, &a, d) != MB_OK) return d->status;
   if (hi == bu->batch_size) b = *bu;
@@ -162,6 +178,11 @@ static int solve(const est *x, mb_budget *bu, mb_diag *d) {
     if (eval(x, s->batch, RUN_FULL, bu, d) != MB_OK) return d->status;
     return slope(x, bu, d);
   }
+  /* a batch cannot hold more graphs than the graph-size table lists */
+  int64_t limit = mb_setup_batch_limit(s), batch_max = tr->batch_max < limit ? tr->batch_max : limit;
+  if (tr->batch_min > batch_max)
+    return mb_fail(d, MB_E_INVALID_ARG, "batch_min %lld is above the %lld graphs the graph sizes list",
+                   (long long)tr->batch_min, (long long)limit);
   if (!tr->device_memory)
     return mb_fail(d, MB_E_INVALID_ARG,
                    "no device memory to solve the batch size for: give a GPU (--gpu) or its memory "
@@ -171,11 +192,11 @@ static int solve(const est *x, mb_budget *bu, mb_diag *d) {
   int64_t best = tr->batch_min;
   if (ok) {
     bool top = false;
-    if (fits_at(x, tr->batch_max, &top, d) != MB_OK) return d->status;
+    if (fits_at(x, batch_max, &top, d) != MB_OK) return d->status;
     if (top) {
-      best = tr->batch_max;
+      best = batch_max;
     } else {
-      int64_t lo = tr->batch_min, hi = tr->batch_max; /* fits(lo), !fits(hi) */
+      int64_t lo = tr->batch_min, hi = batch_max; /* fits(lo), !fits(hi) */
       while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
         bool f = false;

@@ -9,6 +9,8 @@
 uint64_t mb_train_cublas_workspace(const mb_train *tr);
 /* Bytes per thread's GEMM workspaces: cuBLAS's, plus a separate cuBLASLt one if set. */
 uint64_t mb_train_workspace(const mb_train *tr);
+/* The batching fields of a budget (unit, rule, limit) and the count of default bounds taken. */
+void mb_budget_batching(const mb_setup *s, int32_t assumed, mb_budget *bu);
 /* The budget at the setup's batch size, or the solved one. */
 int mb_estimate_plan(const mb_plan *p, mb_setup *s, mb_budget *out, mb_diag *d);
 #endif

@@ -5,6 +5,7 @@
 #include "graph/graph.h"
 #include "membudget/membudget.h"
 #include "util/arena.h"
+#include "util/diag.h"
 
 enum mb_precision { MB_PREC_FP32, MB_PREC_AMP_FP16, MB_PREC_AMP_BF16, MB_PREC_FP16, MB_PREC_BF16 };
 enum mb_loss { MB_LOSS_AUTO, MB_LOSS_CE, MB_LOSS_MSE, MB_LOSS_NONE };
@@ -58,6 +59,29 @@ typedef struct mb_cuda_opts {
   int32_t device;
 } mb_cuda_opts;
 
+/* The sizes of a data set's graphs (setup_graphs.c): one row per graph, a column per per-sample
+ * dim. Kept sorted descending per dim with prefix sums, so the worst batch of G graphs is O(1). */
+typedef struct mb_graph_sizes {
+  char **dims;          /* column names: per-sample dims of the graph */
+  size_t n_dims;
+  int64_t n_graphs;     /* 0: no table */
+  int64_t *values;      /* n_graphs x n_dims, row-major, as given */
+  int64_t *prefix;      /* per dim: n_graphs + 1 prefix sums of its values sorted descending */
+  char *source;         /* the CSV file they were read from, or NULL (given in memory) */
+} mb_graph_sizes;
+
+/* Batches of graphs: dims that grow with the batch (setup keys per_sample, batch_unit,
+ * graph_sizes, graph_quantile, graph_batches; setup_graphs.c). */
+typedef struct mb_batching {
+  char **names;         /* per_sample dims, in the order given */
+  int64_t *counts;      /* per graph (1: the dim is the batch itself) */
+  size_t n;
+  char *unit;           /* batch_unit, or NULL: "graphs" with per-sample dims, else "samples" */
+  mb_graph_sizes sizes;
+  double quantile;      /* 0: the worst batch (each dim's G largest values summed) */
+  int64_t batches;      /* random batches sampled for a quantile */
+} mb_batching;
+
 struct mb_setup {
   char **freeze;
   char **trainable;
@@ -73,6 +97,7 @@ struct mb_setup {
   size_t n_bound;
   mb_train train;
   mb_cuda_opts cuda;
+  mb_batching batching;
   char errmsg[1536];
 };
 
@@ -84,6 +109,21 @@ int mb_setup_cuda_option(mb_setup *s, const char *key, const char *value, int *r
 void mb_setup_cuda_free(mb_setup *s);
 /* The setup key naming library k ("cuda_runtime", ...). */
 const char *mb_cuda_lib_key(int k);
+/* setup_graphs.c: the batching keys of mb_setup_set (per_sample, batch_unit, graph_sizes,
+ * graph_quantile, graph_batches). Returns 1 and sets *rc when key is one of them, else 0. */
+int mb_setup_graphs_option(mb_setup *s, const char *key, const char *value, int *rc);
+void mb_setup_graphs_free(mb_setup *s);
+/* The per-sample dims (per_sample's, then graph-size columns not among them): how many, the
+ * index of a name (-1: not one), and their values for a batch of `batch` graphs under the
+ * setup's rule (values: mb_setup_num_sample_dims entries). A batch larger than the graph-size
+ * table fails with MB_E_INVALID_ARG (a loader cannot make it). */
+int mb_setup_sample_index(const mb_setup *s, const char *name);
+int mb_setup_dims_at(const mb_setup *s, int64_t batch, int64_t *values, mb_diag *d);
+/* The largest batch the graph-size table allows (its number of graphs), or INT64_MAX. */
+int64_t mb_setup_batch_limit(const mb_setup *s);
+/* mb_batch_rule of the setup, and what batch_size counts ("samples", "graphs"). */
+int mb_setup_batch_rule(const mb_setup *s);
+const char *mb_setup_batch_unit(const mb_setup *s);
 /* The tensor bound to graph input k, or NULL. */
 const mb_const_tensor *mb_setup_bound_input(const mb_setup *s, size_t k);
 #endif

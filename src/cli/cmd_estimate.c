@@ -47,8 +47,41 @@ static void add_row(mb_table *t, const char *label, uint64_t bytes, uint64_t tot
   mb_table_row(t, cells);
 }
 
-static void print_human(const char *path, const mb_model *m, const mb_budget *b, const char *summary) {
+/* The default bounds one model's shapes took at the budget's batch size. */
+static void print_assumed_of(mb_setup *s, const mb_model *m, const char *who, int *header) {
+  mb_shapes *sh = NULL;
+  if (m && mb_infer_shapes(m, s, &sh) == MB_OK) {
+    for (size_t i = 0; i < mb_shapes_num_assumptions(sh); i++) {
+      const char *node, *op, *tensor, *why;
+      int64_t value;
+      char v[32];
+      mb_shapes_assumption(sh, i, &node, &op, &tensor, &value, &why);
+      if (!(*header)++)
+        printf("\nassumed bounds (data-dependent sizes no --dim gave; --dim TENSOR=N overrides one):\n");
+      printf("  %s%s = %s  node '%s' (%s): %s\n", who, tensor, mb_fmt_thousands(v, sizeof v, (uint64_t)value), node,
+             op, why);
+    }
+  }
+  mb_shapes_free(sh);
+}
+
+static void print_assumed(mb_setup *s, const mb_model *m, const mb_model *teacher, const mb_budget *b) {
+  if (!b->assumed_bounds || mb_setup_set_batch(s, b->batch_size) != MB_OK) return;
+  int header = 0;
+  print_assumed_of(s, m, "", &header);
+  print_assumed_of(s, teacher, "teacher: ", &header);
+}
+
+static void print_human(const char *path, const mb_model *m, const mb_model *teacher, mb_setup *s,
+                        const mb_budget *b, const char *summary) {
   char x[32], y[32], z[32];
+  bool units = strcmp(b->batch_unit, "samples") != 0; /* "graphs": per_sample / graph sizes */
+  char unit[sizeof b->batch_unit + 1] = "", per[40] = "  per sample";
+  if (units) {
+    snprintf(unit, sizeof unit, "%s", b->batch_unit);
+    size_t n = strlen(unit);
+    snprintf(per, sizeof per, "  per %.*s", (int)(n > 1 && unit[n - 1] == 's' ? n - 1 : n), unit);
+  }
   printf("model    %s\n", path);
   for (size_t i = 0; i < mb_model_num_inference_signs(m); i++) {
     const char *node, *message;
@@ -62,11 +95,17 @@ static void print_human(const char *path, const mb_model *m, const mb_budget *b,
            (double)b->usable_memory / (double)b->device_memory, mb_fmt_bytes(y, sizeof y, b->usable_memory));
   else
     printf("device   not given (--gpu or --device-memory)\n");
-  printf("batch    %lld%s", (long long)b->batch_size, b->solved ? " (solved: the largest that fits)" : "");
+  printf("batch    %lld%s%s%s", (long long)b->batch_size, units ? " " : "", unit,
+         b->solved ? (b->batch_limit && b->batch_size == b->batch_limit ? " (solved: every graph of the graph sizes fits)"
+                                                                        : " (solved: the largest that fits)")
+                   : "");
   if (b->grad_accumulation > 1)
     printf(" x %lld accumulation steps = %lld per optimizer step", (long long)b->grad_accumulation,
            (long long)(b->batch_size * b->grad_accumulation));
-  printf("\n\n");
+  printf("\n");
+  char sentence[4096];
+  if (units && mb_setup_describe_batch(s, b->batch_size, sentence, sizeof sentence)) printf("         %s\n", sentence);
+  printf("\n");
   mb_table t;
   mb_table_init(&t, "lrrr");
   const char *head[] = {"component", "bytes", "", "share"};
@@ -87,7 +126,7 @@ static void print_human(const char *path, const mb_model *m, const mb_budget *b,
   add_row(&t, "activations kept at end of forward", b->activations, total);
   if (b->teacher_activations) add_row(&t, "teacher forward (transient)", b->teacher_activations, total);
   add_row(&t, "dynamic part of the peak", b->dynamic_peak, total);
-  add_row(&t, "  per sample", b->dynamic_per_sample, 0);
+  add_row(&t, per, b->dynamic_per_sample, 0);
   mb_table_rule(&t);
   add_row(&t, "forward peak", b->forward_peak, total);
   add_row(&t, "backward peak", b->backward_peak, total);
@@ -111,6 +150,7 @@ static void print_human(const char *path, const mb_model *m, const mb_budget *b,
     if (b->allocator_ooms) printf("; %d requests found no room on the device", (int)b->allocator_ooms);
     printf("\n");
   }
+  print_assumed(s, m, teacher, b);
   printf("\npeak in %s; ", mb_phase_name(b->peak_phase));
   if (b->fits < 0) printf("no device memory given\n");
   else if (b->fits) printf("fits with %s to spare\n", mb_fmt_bytes(z, sizeof z, (uint64_t)b->available));
@@ -249,7 +289,7 @@ int mb_cmd_estimate(int argc, char **argv) {
     char summary[512];
     mb_budget_summary(&b, summary, sizeof summary);
     if (json) fputs(doc, stdout);
-    else print_human(path, m, &b, summary);
+    else print_human(path, m, teacher, setup, &b, summary);
     if (!json && b.mode == MB_MODE_MEASURED) print_measured(&b);
     if (b.fits == 0) {
       explain_no_fit(&b);

@@ -30,6 +30,15 @@ int mb_cli_parse_dim(mb_setup *setup, const char *arg) {
   return mb_setup_set_dim(setup, name, v) == MB_OK ? MB_EXIT_OK : mb_cli_usage_error("--dim %s: %s", arg, mb_setup_errmsg(setup));
 }
 
+/* The batches-of-graphs flags and their setup keys (--graph-sizes reads a file: below). */
+static const char *graph_flag(const char *flag) {
+  static const char *const flags[][2] = {{"--per-sample", "per_sample"}, {"--batch-unit", "batch_unit"},
+                                         {"--graph-quantile", "graph_quantile"}, {"--graph-batches", "graph_batches"}};
+  for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
+    if (!strcmp(flag, flags[k][0])) return flags[k][1];
+  return NULL;
+}
+
 int mb_cli_setup_flag(mb_setup *setup, int which, int argc, char **argv, int *i, int *rc) {
   const char *a = argv[*i], *value = *i + 1 < argc ? argv[*i + 1] : NULL;
   if ((which & MB_CLI_TRAINABILITY) && (!strcmp(a, "--freeze") || !strcmp(a, "--trainable"))) {
@@ -45,11 +54,32 @@ int mb_cli_setup_flag(mb_setup *setup, int which, int argc, char **argv, int *i,
     if (!value || mb_setup_set_batch_dim(setup, value) != MB_OK) *rc = mb_cli_usage_error("--batch-dim needs a dim name");
   } else if ((which & MB_CLI_DIMS) && !strcmp(a, "--dim")) {
     *rc = value ? mb_cli_parse_dim(setup, value) : mb_cli_usage_error("--dim needs NAME=VALUE");
+  } else if ((which & MB_CLI_DIMS) && !strcmp(a, "--graph-sizes")) {
+    if (!value) *rc = mb_cli_usage_error("--graph-sizes needs a CSV file");
+    else if (mb_setup_set(setup, "graph_sizes", value) != MB_OK) { /* the file's fault: an input error */
+      fprintf(stderr, "membudget: %s\n", mb_setup_errmsg(setup));
+      *rc = MB_EXIT_INPUT;
+    }
+  } else if ((which & MB_CLI_DIMS) && graph_flag(a)) {
+    if (!value) *rc = mb_cli_usage_error("%s needs a value", a);
+    else if (mb_setup_set(setup, graph_flag(a), value) != MB_OK)
+      *rc = mb_cli_usage_error("%s: %s", a, mb_setup_errmsg(setup));
   } else {
     return 0;
   }
   (*i)++;
   return 1;
+}
+
+/* The default bounds inference took for data-dependent sizes, on stderr with the notes. */
+static void note_assumed(const mb_shapes *sh) {
+  for (size_t i = 0; i < mb_shapes_num_assumptions(sh); i++) {
+    const char *node, *op, *tensor, *why;
+    int64_t value;
+    mb_shapes_assumption(sh, i, &node, &op, &tensor, &value, &why);
+    fprintf(stderr, "membudget: assumed: %s = %" PRId64 " (node '%s', %s): %s; --dim '%s=N' overrides\n", tensor,
+            value, node, op, why, tensor);
+  }
 }
 
 int mb_cmd_shapes(int argc, char **argv) {
@@ -83,6 +113,7 @@ int mb_cmd_shapes(int argc, char **argv) {
     rc = MB_EXIT_INPUT;
   } else if (json) {
     if (*mb_shapes_note(sh)) fprintf(stderr, "membudget: note: %s\n", mb_shapes_note(sh));
+    note_assumed(sh);
     mb_strbuf sb;
     mb_sb_init(&sb);
     mb_sb_puts(&sb, "{\n  \"schema_version\": 1,\n  \"tensors\": [");
@@ -112,6 +143,7 @@ int mb_cmd_shapes(int argc, char **argv) {
     free(doc);
   } else {
     if (*mb_shapes_note(sh)) fprintf(stderr, "membudget: note: %s\n", mb_shapes_note(sh));
+    note_assumed(sh);
     mb_table t;
     mb_table_init(&t, "lllllr");
     const char *head[] = {"tensor", "node", "op", "dtype", "shape", "bytes"};

@@ -66,6 +66,7 @@ static void effective(const mb_measure *m, const mb_setup *s, mb_setup *eff) {
   *eff = *s;
   mb_train *t = &eff->train;
   if (!t->device_memory) t->device_memory = m->dev.total;
+  if (t->batch_max > mb_setup_batch_limit(s)) t->batch_max = mb_setup_batch_limit(s); /* graph sizes */
   if (!t->gpu && m->dev.gpu) t->gpu = m->dev.gpu;
   if (!t->gpu && !t->cublas_workspace_set) {
     t->cublas_workspace = m->dev.cc_major >= 9 ? WS_HOPPER : WS_PRE_HOPPER;

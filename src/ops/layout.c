@@ -307,7 +307,8 @@ static int max_unpool(mb_op_ctx *c) {
 }
 
 /* Output sizes that depend on values: known when the values are (bound test inputs,
- * constants); otherwise bounded by the user (mb_op_bound), never guessed. */
+ * constants); otherwise bounded by the user (mb_op_bound) or, for a bool mask, by its size
+ * (mb_op_mask_bound, named in the output); never guessed. */
 static int data_dependent(mb_op_ctx *c) { return mb_op_data_dependent(c, "a data-dependent output shape"); }
 static bool user_bound(const mb_op_ctx *c, int64_t *n) { return mb_op_bound(c, n); }
 
@@ -318,12 +319,13 @@ static int compress(mb_op_ctx *c) {
   int64_t n;
   const int64_t *cond = mb_op_ivalues(c, 1, &n);
   int64_t bound;
-  if (!cond && !user_bound(c, &bound)) return data_dependent(c);
   const mb_attr *axis_attr = mb_op_attr(c, "axis");
   int64_t limit = axis_attr ? 0 : (int64_t)mb_tinfo_numel(x), count = 0;
   int32_t axis = 0;
   if (axis_attr && (rc = mb_op_axis(c, axis_attr->i, x->rank, &axis))) return rc;
   if (axis_attr) limit = x->dims[axis];
+  if (!cond && !user_bound(c, &bound) && !mb_op_mask_bound(c, c->n_in > 1 ? c->in[1] : NULL, limit, &bound))
+    return c->d->status ? c->d->status : data_dependent(c);
   if (cond) for (int64_t k = 0; k < n && k < limit; k++) count += cond[k] != 0;
   else count = bound;
   if (!axis_attr) return mb_op_set(c, 0, x->dtype, 1, &count);
@@ -338,7 +340,8 @@ static int non_zero(mb_op_ctx *c) {
   int rc = mb_op_input(c, 0, &x);
   if (rc) return rc;
   int64_t count = 0;
-  if (!x->val && !user_bound(c, &count)) return data_dependent(c);
+  if (!x->val && !user_bound(c, &count) && !mb_op_mask_bound(c, x, -1, &count))
+    return c->d->status ? c->d->status : data_dependent(c);
   for (int64_t k = 0; x->val && k < x->val->count; k++)
     count += x->val->is_float ? x->val->f[k] != 0 : x->val->i[k] != 0;
   int64_t dims[2] = {x->rank, count};

@@ -24,6 +24,19 @@ typedef struct mb_tinfo {
   int32_t seq_len;
 } mb_tinfo;
 
+/* A data-dependent size bounded by a default rule because the setup gave no value for it
+ * (ops/bounds.c): named in the output so that it is never a silent guess. */
+typedef struct mb_assumption {
+  const char *node, *op_type;
+  const char *tensor;     /* the name a --dim of which overrides it */
+  const char *why;
+  int64_t value;
+} mb_assumption;
+typedef struct mb_assumptions {
+  mb_assumption *items;   /* malloc'd, owned by the shapes handle */
+  int32_t n, cap;
+} mb_assumptions;
+
 typedef struct mb_op_ctx mb_op_ctx;
 struct mb_op_ctx {
   mb_arena *arena;        /* per-evaluation memory */
@@ -41,6 +54,9 @@ struct mb_op_ctx {
                         int32_t n, mb_tinfo **outputs);
   void *infer_state;
   int64_t *unroll_budget; /* Loop body passes left to unroll in this whole inference */
+  int64_t batch;          /* the batch size this inference binds (graphs with per-sample dims), -1 */
+  mb_assumptions *assumed; /* default bounds taken (mb_op_assume) */
+  bool *bound_asked;      /* set when the rule looked up a --dim bound under its output's name */
 };
 
 typedef int (*mb_shape_fn)(mb_op_ctx *c);
@@ -101,6 +117,19 @@ bool mb_op_user_dim(const mb_op_ctx *c, const char *name, int64_t *v);
 const char *mb_op_bound_name(const mb_op_ctx *c);
 bool mb_op_bound(const mb_op_ctx *c, int64_t *v);
 int mb_op_data_dependent(mb_op_ctx *c, const char *what);
+/* Default bounds (ops/bounds.c), used where the user gave no --dim: each is recorded with
+ * mb_op_assume (value, and why in a sentence) under the node's bound name.
+ * mb_op_mask_bound: a NonZero/Compress over a bool mask keeps at most the mask's elements
+ * (limit: what else caps the count); true and *count set when it applies. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+int mb_op_assume(mb_op_ctx *c, int64_t value, const char *fmt, ...);
+bool mb_op_mask_bound(mb_op_ctx *c, const mb_tinfo *mask, int64_t limit, int64_t *count);
+/* ReduceMax's integer result when its input's values are unknown: the user's --dim under its
+ * output's name, else the number of graphs - 1 for PyG's batch vector (a 1-D integer graph
+ * input, read only as sizes follow from it), else nothing (the values stay unknown). */
+int mb_op_reduce_max_value(mb_op_ctx *c, const mb_tinfo *x);
 /* "[2, 3, 4]" into buf for messages. */
 const char *mb_shape_str(char *buf, size_t size, const mb_tinfo *t);
 uint64_t mb_tinfo_numel(const mb_tinfo *t);

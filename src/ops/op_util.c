@@ -200,7 +200,10 @@ const char *mb_op_bound_name(const mb_op_ctx *c) {
   return c->node->name;
 }
 
-bool mb_op_bound(const mb_op_ctx *c, int64_t *v) { return mb_op_user_dim(c, mb_op_bound_name(c), v); }
+bool mb_op_bound(const mb_op_ctx *c, int64_t *v) {
+  if (c->bound_asked) *c->bound_asked = true;
+  return mb_op_user_dim(c, mb_op_bound_name(c), v);
+}
 
 int mb_op_data_dependent(mb_op_ctx *c, const char *what) {
   return mb_fail(c->d, MB_E_UNSUPPORTED,

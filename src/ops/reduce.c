@@ -34,8 +34,11 @@ static int reduce(mb_op_ctx *c) {
   if (!input_axes) n = (int64_t)mb_op_attr_ints(c, "axes", &axes);
   else if (c->n_in > 1 && c->in[1] && !(axes = mb_op_ivalues(c, 1, &n)))
     return mb_op_fail(c, "the axes input is not known statically");
-  return reduce_to(c, x, axes, n, mb_op_attr_i(c, "keepdims", 1) != 0,
-                   mb_op_attr_i(c, "noop_with_empty_axes", 0) != 0, x->dtype, 0);
+  int rc2 = reduce_to(c, x, axes, n, mb_op_attr_i(c, "keepdims", 1) != 0,
+                      mb_op_attr_i(c, "noop_with_empty_axes", 0) != 0, x->dtype, 0);
+  /* an integer max whose value sizes tensors (PyG's batch.max() + 1): ops/bounds.c */
+  if (rc2 == MB_OK && !strcmp(c->node->op_type, "ReduceMax")) rc2 = mb_op_reduce_max_value(c, x);
+  return rc2;
 }
 
 static int arg_reduce(mb_op_ctx *c) {

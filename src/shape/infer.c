@@ -19,6 +19,7 @@ struct mb_shapes {
   int32_t n;
   int64_t unroll_budget; /* nested Loops multiply their trip counts: bound the total */
   int64_t batch;         /* the batch size bound to the batch dim (-1: none) */
+  mb_assumptions assumed; /* default bounds taken for data-dependent sizes (ops/bounds.c) */
 };
 
 static int64_t bound_dim(const mb_setup *s, const char *name, bool *found) {
@@ -45,6 +46,14 @@ static const char *batch_dim_name(const mb_graph *g, const mb_setup *s) {
 /* Graph inputs: declared shapes with symbolic dims bound by name (--dim), the batch dim by
  * the batch size; with fully static inputs and a batch size, axis 0 of every input. */
 static int bind_inputs(mb_shapes *sh, const mb_graph *g, const mb_setup *s, mb_diag *d) {
+  /* per-sample dims (batches of graphs): their values for this batch, under the setup's rule */
+  size_t n_sample = s ? mb_setup_num_sample_dims(s) : 0;
+  int64_t *sample = NULL;
+  if (n_sample && sh->batch >= 0) {
+    sample = mb_arena_array(&sh->arena, n_sample, sizeof *sample);
+    if (!sample) return mb_fail(d, MB_E_NOMEM, "out of memory");
+    if (mb_setup_dims_at(s, sh->batch, sample, d) != MB_OK) return d->status;
+  }
   const char *batch_name = sh->batch >= 0 ? batch_dim_name(g, s) : NULL;
   bool static_batch = sh->batch >= 0 && !batch_name;
   if (static_batch)
@@ -72,11 +81,29 @@ static int bind_inputs(mb_shapes *sh, const mb_graph *g, const mb_setup *s, mb_d
       const char *p = v->type.dim_params[k];
       bool found = false;
       int64_t val = p ? bound_dim(s, p, &found) : v->type.dims[k];
+      int si = p && n_sample ? mb_setup_sample_index(s, p) : -1;
+      if (si >= 0 && found)
+        return mb_fail(d, MB_E_INVALID_ARG,
+                       "dim '%s' grows with the batch (per-sample dims: per_sample, graph sizes) and is also "
+                       "given a value (--dim %s=%lld): give one or the other", p, p, (long long)val);
+      if (si >= 0 && !sample)
+        return mb_fail(d, MB_E_INVALID_ARG,
+                       "graph input '%s' has dim '%s' on axis %d, which grows with the batch (per-sample "
+                       "dims): give the batch size (--batch N)", v->name, p, (int)k);
+      if (si >= 0) {
+        val = sample[si];
+        found = true;
+      }
       if (p && !found && batch_name && !strcmp(p, batch_name)) {
         val = sh->batch;
         found = true;
       }
       if (static_batch && k == 0) val = sh->batch;
+      if (p && !found && n_sample)
+        return mb_fail(d, MB_E_INVALID_ARG,
+                       "graph input '%s' has symbolic dim '%s' on axis %d: give it a value (--dim %s=N), "
+                       "or, if it grows with the batch, make it a per-sample dim (per_sample %s=COUNT; "
+                       "%s=1 when it counts graphs)", v->name, p, (int)k, p, p, p);
       if (p && !found)
         return mb_fail(d, MB_E_INVALID_ARG,
                        "graph input '%s' has symbolic dim '%s' on axis %d: give it a value "
@@ -165,6 +192,66 @@ static int infer_subgraph(mb_op_ctx *c, const mb_graph *g, const mb_tinfo *const
   return MB_OK;
 }
 
+/* An integer output of one element whose value inference could not know (a ReduceMax, a count
+ * read from data) takes the value the user gave under its name (--dim NAME=N), as a
+ * data-dependent size does; rules that bound a size under that name (NonZero, Loop) set
+ * bound_asked and are left alone. */
+static int bind_values(mb_op_ctx *c) {
+  for (int32_t o = 0; o < c->n_out; o++) {
+    mb_tinfo *t = c->out[o];
+    if (!t || t->val || t->rank < 0 || t->seq || mb_tinfo_numel(t) != 1) continue;
+    if (t->dtype != MB_DTYPE_INT64 && t->dtype != MB_DTYPE_INT32) continue;
+    int64_t v;
+    if (mb_op_user_dim(c, c->graph->values[c->node->outputs[o]].name, &v)) {
+      int rc = mb_op_set_ivalues(c, o, &v, 1);
+      if (rc != MB_OK) return rc;
+    }
+  }
+  return MB_OK;
+}
+
+/* Where the values of v were lost: the first tensor on the way back from v (through small
+ * tensors whose values are unknown) that is an integer of one element computed from a tensor
+ * too large to carry values, or from data. -1 if none. */
+static int32_t lost_value(const frame *f, int32_t v, int depth, int *steps) {
+  const mb_graph *g = f->g;
+  const mb_tinfo *t = &f->t[v];
+  if (depth > 64 || ++*steps > 4096 || t->rank < 0 || t->val || mb_tinfo_numel(t) > MB_SMALL_VALUE_MAX) return -1;
+  if (g->values[v].kind != MB_VALUE_NODE_OUTPUT) return -1;
+  const mb_node *p = &g->nodes[g->values[v].producer];
+  if (!strcmp(p->op_type, "Shape") || !strcmp(p->op_type, "Size")) return -1;
+  for (int32_t i = 0; i < p->n_inputs; i++) {
+    int32_t u = p->inputs[i];
+    if (u < 0) continue;
+    int32_t r = lost_value(f, u, depth + 1, steps);
+    if (r >= 0) return r;
+  }
+  bool integer = t->dtype == MB_DTYPE_INT64 || t->dtype == MB_DTYPE_INT32;
+  return integer && mb_tinfo_numel(t) == 1 ? v : -1;
+}
+
+/* A rule that failed because an input's values are not known statically: say which tensor the
+ * values were lost at and how to bound it (--dim NAME=N gives an integer scalar its value). */
+static void explain_unknown(const frame *f, const mb_node *n, mb_diag *d) {
+  if (d->status != MB_E_INVALID_MODEL || !strstr(d->msg, "not known statically")) return;
+  const mb_graph *g = f->g;
+  int steps = 0; /* a bounded walk: shape arithmetic is small, a crafted graph need not be */
+  for (int32_t i = 0; i < n->n_inputs; i++) {
+    int32_t u = n->inputs[i];
+    int32_t src = u >= 0 ? lost_value(f, u, 0, &steps) : -1;
+    if (src < 0) continue;
+    const mb_node *p = &g->nodes[g->values[src].producer];
+    const char *first = p->n_inputs > 0 && p->inputs[0] >= 0 ? g->values[p->inputs[0]].name : NULL;
+    size_t len = strlen(d->msg);
+    snprintf(d->msg + len, sizeof d->msg - len,
+             ": it follows from the value of '%s' (node '%s', %s%s%s%s), which depends on the data; bound it "
+             "with --dim '%s=N'", g->values[src].name, p->name, p->op_type, first ? " of '" : "",
+             first ? first : "", first ? "'" : "", g->values[src].name);
+    d->status = MB_E_UNSUPPORTED;
+    return;
+  }
+}
+
 static int infer_nodes(frame *f) {
   const mb_graph *g = f->g;
   mb_diag *d = f->d;
@@ -194,10 +281,14 @@ static int infer_nodes(frame *f) {
                    n->op_type, (int)def->min_inputs, (int)given);
       break;
     }
+    bool bound_asked = false;
     mb_op_ctx c = {&f->sh->arena, d, n, g, opset, n->n_inputs, n->n_outputs,
                    (const mb_tinfo *const *)in, (mb_tinfo *const *)out, f->s,
-                   infer_subgraph, f, &f->sh->unroll_budget};
+                   infer_subgraph, f, &f->sh->unroll_budget, f->sh->batch, &f->sh->assumed,
+                   &bound_asked};
     rc = def->shape(&c);
+    if (rc == MB_OK && !bound_asked) rc = bind_values(&c);
+    else if (rc != MB_OK) explain_unknown(f, n, d);
   }
   free(in);
   free(out);
@@ -205,6 +296,16 @@ static int infer_nodes(frame *f) {
 }
 
 MB_API int mb_infer_shapes(const mb_model *m, const mb_setup *s, mb_shapes **out) {
+  mb_diag d;
+  mb_diag_init(&d);
+  if (out && mb_shapes_check_sample_dims(m, s, &d) != MB_OK) { /* a typo in a dim's name, said as such */
+    mb_shapes *sh = *out = calloc(1, sizeof *sh);
+    if (!sh) return MB_E_NOMEM;
+    mb_arena_init(&sh->arena);
+    sh->status = d.status;
+    snprintf(sh->errmsg, sizeof sh->errmsg, "%s", d.msg);
+    return d.status;
+  }
   return mb_shapes_run(m, s, s ? s->batch : -1, out);
 }
 
@@ -244,6 +345,7 @@ int mb_shapes_run(const mb_model *m, const mb_setup *s, int64_t batch, mb_shapes
 
 MB_API void mb_shapes_free(mb_shapes *sh) {
   if (!sh) return;
+  free(sh->assumed.items);
   mb_arena_destroy(&sh->arena);
   free(sh);
 }
@@ -279,5 +381,53 @@ MB_API int mb_shapes_tensor(const mb_shapes *sh, size_t i, mb_shape_desc *out) {
   if (caller < sizeof desc) return MB_E_INVALID_ARG;
   *out = desc;
   out->struct_size = caller;
+  return MB_OK;
+}
+
+MB_API size_t mb_shapes_num_assumptions(const mb_shapes *sh) {
+  return sh && sh->status == MB_OK ? (size_t)sh->assumed.n : 0;
+}
+
+MB_API int mb_shapes_assumption(const mb_shapes *sh, size_t i, const char **node, const char **op_type,
+                                const char **tensor, int64_t *value, const char **why) {
+  if (!sh || sh->status != MB_OK) return MB_E_INVALID_ARG;
+  if (i >= (size_t)sh->assumed.n) return MB_E_RANGE;
+  const mb_assumption *a = &sh->assumed.items[i];
+  if (node) *node = a->node;
+  if (op_type) *op_type = a->op_type;
+  if (tensor) *tensor = a->tensor;
+  if (value) *value = a->value;
+  if (why) *why = a->why;
+  return MB_OK;
+}
+
+const mb_assumptions *mb_shapes_assumed(const mb_shapes *sh) { return &sh->assumed; }
+
+int mb_shapes_check_sample_dims(const mb_model *m, const mb_setup *s, mb_diag *d) {
+  size_t n = s ? mb_setup_num_sample_dims(s) : 0;
+  if (!n || !m || !m->graph) return MB_OK;
+  const mb_graph *g = m->graph;
+  for (size_t i = 0; i < n; i++) {
+    const char *name = mb_setup_sample_dim(s, i);
+    bool found = false;
+    for (int32_t k = 0; k < g->n_inputs && !found; k++) {
+      const mb_type *ty = &g->values[g->inputs[k]].type;
+      for (int32_t a = 0; a < ty->rank && !found; a++) found = ty->dim_params[a] && !strcmp(ty->dim_params[a], name);
+    }
+    if (found) continue;
+    char have[512] = "";
+    size_t o = 0;
+    for (int32_t k = 0; k < g->n_inputs; k++) {
+      const mb_value *v = &g->values[g->inputs[k]];
+      for (int32_t a = 0; a < v->type.rank; a++) {
+        const char *p = v->type.dim_params[a];
+        if (!p || strstr(have, p)) continue;
+        if (o < sizeof have) o += (size_t)snprintf(have + o, sizeof have - o, "%s%s", o ? ", " : "", p);
+      }
+    }
+    return mb_fail(d, MB_E_INVALID_ARG,
+                   "per-sample dim '%s' (per_sample or graph sizes) is not a symbolic dim of any graph input; "
+                   "the inputs' symbolic dims are: %s", name, o ? have : "none (every input is static)");
+  }
   return MB_OK;
 }

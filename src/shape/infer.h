@@ -11,4 +11,8 @@ int mb_shapes_run(const mb_model *m, const mb_setup *s, int64_t batch, mb_shapes
 /* Per value of the main graph; valid while the handle lives (status MB_OK). */
 const mb_tinfo *mb_shapes_tinfo(const mb_shapes *sh);
 int mb_shapes_status(const mb_shapes *sh);
+/* The default bounds the run took for data-dependent sizes (ops/bounds.c). */
+const mb_assumptions *mb_shapes_assumed(const mb_shapes *sh);
+/* Every per-sample dim of the setup is a symbolic dim of one of the model's graph inputs. */
+int mb_shapes_check_sample_dims(const mb_model *m, const mb_setup *s, mb_diag *d);
 #endif

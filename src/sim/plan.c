@@ -619,8 +619,10 @@ static int shapes_for_plan(mb_builder *b, int model) {
    * budget at batch 1 of a graph that records its copies is planned at batch 1: PyTorch sees
    * the coincidences too (a size-1 batch dim merges with any other, so at::matmul folds a
    * transposed [1, H, L, D] without a copy). A TorchScript graph hides .contiguous() calls
-   * (nn.MultiheadAttention's in torch 1.13 copy at batch 1 too), so batch 2 stays its plan. */
-  int64_t batch = b->tr->batch_max < 2 || (b->s->batch == 1 && records_aten_ops(ms->m->graph)) ? 1 : 2;
+   * (nn.MultiheadAttention's in torch 1.13 copy at batch 1 too), so batch 2 stays its plan.
+   * A graph-size table of one graph allows no batch of two. */
+  int64_t batch = b->tr->batch_max < 2 || mb_setup_batch_limit(b->s) < 2 ||
+                  (b->s->batch == 1 && records_aten_ops(ms->m->graph)) ? 1 : 2;
   if (mb_shapes_run(ms->m, b->s, batch, &ms->shapes) != MB_OK)
     return mb_fail(b->d, mb_shapes_status(ms->shapes), "%s%s", model ? "teacher: " : "",
                    mb_shapes_errmsg(ms->shapes));
@@ -671,7 +673,7 @@ static int refuse_inference_graph(const mb_model *m, const mb_setup *s, mb_diag 
 
 int mb_plan_build(const mb_model *m, const mb_setup *s, mb_plan **out, mb_diag *d) {
   *out = NULL;
-  if (refuse_inference_graph(m, s, d) != MB_OK) return d->status;
+  if (refuse_inference_graph(m, s, d) != MB_OK || mb_shapes_check_sample_dims(m, s, d) != MB_OK) return d->status;
   mb_plan *p = calloc(1, sizeof *p);
   if (!p) return mb_fail(d, MB_E_NOMEM, "out of memory");
   mb_builder b = {.p = p, .s = s, .tr = &s->train, .d = d};

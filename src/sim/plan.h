@@ -76,6 +76,7 @@ typedef struct mb_run {
   uint64_t inputs;
   uint64_t teacher_transient;
   uint64_t first_step_peak;
+  int32_t assumed;                    /* default bounds taken for data-dependent sizes */
 } mb_run;
 
 /* Run the plan at batch (shapes inferred with s's dims). bytes/live: optional per-event

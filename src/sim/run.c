@@ -55,6 +55,7 @@ int mb_plan_run(const mb_plan *p, const mb_setup *s, int64_t batch, mb_run *r, u
       return d->status;
     }
     t[k] = mb_shapes_tinfo(sh[k]);
+    r->assumed += mb_shapes_assumed(sh[k])->n;
   }
   uint64_t *size = malloc(((size_t)p->n_slots + 1) * sizeof *size);
   if (!size) {

@@ -25,7 +25,7 @@ from ._version import __version__
 from ._lib import library_version, path as library_path
 from ._errors import (DoesNotFitError, ExportError, InvalidArgumentError, InvalidModelError, LimitError,
                       MembudgetError, ModelIOError, NoCudaError, ParseError, RangeError, UnsupportedError)
-from ._budget import CATEGORIES, PHASES, Budget, ModuleBytes, TraceEvent, format_bytes
+from ._budget import CATEGORIES, PHASES, AssumedBound, Budget, ModuleBytes, TraceEvent, format_bytes
 from ._model import Model, NodeInfo, Shapes, TensorInfo, TensorShape, gpus, load
 from ._estimate import compute_batch_size, estimate
 from ._measure import measure
@@ -34,7 +34,7 @@ from ._replay import alloc_replay
 __all__ = [
     "__version__", "library_version", "library_path",
     "load", "estimate", "compute_batch_size", "measure", "alloc_replay", "gpus", "format_bytes",
-    "Model", "Budget", "TraceEvent", "ModuleBytes", "Shapes", "TensorShape", "TensorInfo", "NodeInfo",
+    "Model", "Budget", "TraceEvent", "ModuleBytes", "AssumedBound", "Shapes", "TensorShape", "TensorInfo", "NodeInfo",
     "PHASES", "CATEGORIES",
     "MembudgetError", "InvalidArgumentError", "ModelIOError", "ParseError", "InvalidModelError",
     "UnsupportedError", "LimitError", "NoCudaError", "RangeError", "DoesNotFitError", "ExportError",

@@ -58,6 +58,25 @@ class TraceEvent:
 
 
 @dataclass(frozen=True)
+class AssumedBound:
+    """A data-dependent size bounded by a default rule because no value was given for it (a
+    NonZero over an edge mask: at most the edges; the number of graphs PyG computes as
+    batch.max() + 1). ``dims={tensor: N}`` (--dim TENSOR=N) overrides it."""
+
+    model: str      # "model", or "teacher"
+    node: str
+    op_type: str
+    tensor: str     # the name a dim value given for it overrides
+    value: int      # the value assumed at the budget's batch size
+    why: str
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The entry of `membudget estimate --json`'s "assumed_bounds"."""
+        return {"model": self.model, "node": self.node, "op_type": self.op_type, "tensor": self.tensor,
+                "value": self.value, "why": self.why}
+
+
+@dataclass(frozen=True)
 class ModuleBytes:
     """Bytes live at the allocated peak that one module accounts for (see Budget.modules)."""
 
@@ -123,6 +142,16 @@ class Budget:
     cached_free: int = 0        # reserved but unallocated bytes then (the fragmentation)
     largest_cached_free: int = 0  # the largest free cached block then
     cudnn_workspace: int = 0    # the largest cuDNN workspace one convolution asked for
+    # batches of graphs (per_sample / graph_sizes): what batch_size counts ("samples",
+    # "graphs"), how the per-sample dims follow it ("plain", "per_sample", "largest",
+    # "quantile"), the graph-size table's count (0: no limit), every symbolic dim of the inputs
+    # at batch_size, the batch budgeted for in a sentence, the default bounds taken
+    batch_unit: str = "samples"
+    batch_rule: str = "plain"
+    batch_limit: int = 0
+    dims: Mapping[str, int] = field(default_factory=dict)
+    worst_batch: str = ""
+    assumed_bounds: Tuple[AssumedBound, ...] = ()
     summary: str = field(default="", compare=False, repr=False)
     setup: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     trace: Optional[Tuple[TraceEvent, ...]] = field(default=None, compare=False, repr=False)
@@ -134,6 +163,12 @@ class Budget:
     def effective_batch_size(self) -> int:
         """Samples per optimizer step: batch_size x grad_accumulation."""
         return self.batch_size * self.grad_accumulation
+
+    @property
+    def per_graph(self) -> int:
+        """Memory per graph (the slope of the dynamic peak): dynamic_per_sample when the batch
+        counts graphs (per_sample / graph_sizes)."""
+        return self.dynamic_per_sample
 
     @property
     def total(self) -> int:
@@ -167,6 +202,12 @@ class Budget:
         d["allocator_ooms"] = self.allocator_ooms
         for name in _lib.BUDGET_ALLOCATOR_U64_FIELDS:
             d[name] = getattr(self, name)
+        d["batch_unit"] = self.batch_unit
+        d["batch_rule"] = self.batch_rule
+        d["batch_limit"] = self.batch_limit
+        d["dims"] = dict(self.dims)
+        d["worst_batch"] = self.worst_batch
+        d["assumed_bounds"] = [a.to_dict() for a in self.assumed_bounds]
         return d
 
     def modules(self, depth: Optional[int] = None) -> List[ModuleBytes]:
@@ -190,7 +231,8 @@ _BYTE_NAMES = frozenset([name for name, _ in BYTE_FIELDS] + ["available", "total
 
 def from_struct(b: _lib.BudgetStruct, setup: Mapping[str, Any],
                 trace: Optional[Sequence[Mapping[str, Any]]],
-                measured: Optional[Mapping[str, Any]] = None) -> Budget:
+                measured: Optional[Mapping[str, Any]] = None,
+                doc: Optional[Mapping[str, Any]] = None) -> Budget:
     """A Budget from the library's mb_budget (the typed source of every number)."""
     buf = ctypes.create_string_buffer(512)
     need = lib.mb_budget_summary(ctypes.byref(b), buf, len(buf))
@@ -214,6 +256,13 @@ def from_struct(b: _lib.BudgetStruct, setup: Mapping[str, Any],
         reserved_source="allowance" if b.reserved_source == 1 else "allocator",
         allocator_ooms=b.allocator_ooms,
         **{name: getattr(b, name) for name in _lib.BUDGET_ALLOCATOR_U64_FIELDS},
+        batch_unit=_lib.text(b.batch_unit),
+        batch_rule=_lib.BATCH_RULES[b.batch_rule] if 0 <= b.batch_rule < len(_lib.BATCH_RULES) else "plain",
+        batch_limit=b.batch_limit,
+        dims=dict((doc or {}).get("dims", {})),
+        worst_batch=(doc or {}).get("worst_batch", ""),
+        assumed_bounds=tuple(AssumedBound(a["model"], a["node"], a["op_type"], a["tensor"], a["value"], a["why"])
+                             for a in (doc or {}).get("assumed_bounds", ())),
         summary=_lib.text(buf.value),
         setup=dict(setup),
         trace=events,

@@ -11,7 +11,7 @@ from ._budget import Budget, format_bytes, from_struct
 from ._errors import DoesNotFitError, error_for
 from ._lib import lib
 from ._model import Model, Source, load
-from ._setup import Value, make_setup
+from ._setup import GraphSizes, Value, make_setup
 
 Globs = Union[str, Iterable[str], None]
 Size = Union[int, str]  # bytes, or a size with a unit: "80GiB", "24GB"
@@ -43,7 +43,10 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
              rounding: Optional[int] = None, backend: Optional[str] = None,
              foreach: Optional[bool] = None, transformers: Optional[str] = None,
              accept_inference_graph: Optional[bool] = None, alloc_conf: Optional[str] = None,
-             reserved: Optional[str] = None, options: Optional[Mapping[str, Value]] = None,
+             reserved: Optional[str] = None, per_sample: Optional[Mapping[str, int]] = None,
+             batch_unit: Optional[str] = None, graph_sizes: GraphSizes = None,
+             graph_quantile: Optional[float] = None, graph_batches: Optional[int] = None,
+             options: Optional[Mapping[str, Value]] = None,
              mode: str = "static", trace: bool = False) -> Budget:
     """Simulate one training step and return its Budget (every size in bytes).
 
@@ -65,6 +68,20 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
     reserved (allocator|allowance: that model, or the flat fragmentation allowance). ``options``
     passes any other setup key to mb_setup_set as is (before the keywords above, which win).
 
+    Batches of graphs (PyTorch Geometric; docs/estimate.md "Batches of graphs"): ``per_sample``
+    ({"nodes": 37, "edges": 120}) names the dims that grow with the batch and their count per
+    graph, so ``batch`` and the solved batch_size count graphs and ``budget.dynamic_per_sample``
+    is memory per graph (``budget.per_graph``). ``graph_sizes``: a data set's graph sizes, a CSV
+    path, {"nodes": [...], "edges": [...]} or one (nodes, edges) row per graph (e.g.
+    ``[(d.num_nodes, d.num_edges) for d in dataset]``): a batch of G graphs is then the worst one
+    a shuffled loader can make (each dim's G largest values summed), or with ``graph_quantile``
+    Q that quantile of ``graph_batches`` (1000) random batches. ``batch_unit`` names what the
+    batch counts (default "graphs" then). ``budget.dims`` holds the dims at the answer,
+    ``budget.worst_batch`` says which batch was budgeted for, ``budget.assumed_bounds`` the
+    data-dependent sizes bounded by a default rule (NonZero over an edge mask, the number of
+    graphs PyG computes as batch.max() + 1); ``dims`` (--dim) under their tensor names
+    overrides them.
+
     ``trace=True`` also records every allocation of the step (``budget.trace``) and enables
     the per-module breakdown (``budget.modules()``). Failures raise MembudgetError subclasses
     with the library's message (an unsupported op, an unbound dim, a bad option value)."""
@@ -77,7 +94,8 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
              "batch_multiple": batch_multiple, "context": context, "fragmentation": fragmentation,
              "cublas_workspace": cublas_workspace, "rounding": rounding, "transformers": transformers,
              "accept_inference_graph": accept_inference_graph, "alloc_conf": alloc_conf,
-             "reserved": reserved}
+             "reserved": reserved, "batch_unit": batch_unit, "graph_quantile": graph_quantile,
+             "graph_batches": graph_batches}
     opts += [(k, v) for k, v in named.items() if v is not None]
     opts += [("checkpoint", g) for g in ((checkpoint,) if isinstance(checkpoint, str) else (checkpoint or ()))]
     if mode == "static" and batch is None and gpu is None and device_memory is None and not any(
@@ -90,7 +108,8 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
         if teacher is not None:
             t = stack.enter_context(_model(stack, teacher)._borrow())
         s = stack.enter_context(make_setup(batch=batch, dims=dims, batch_dim=batch_dim, freeze=freeze,
-                                           trainable=trainable, options=opts, teacher=t))
+                                           trainable=trainable, options=opts, teacher=t,
+                                           per_sample=per_sample, graph_sizes=graph_sizes))
         b = _lib.new(_lib.BudgetStruct)
         doc = ctypes.c_void_p()
         if mode == "measured":
@@ -101,7 +120,8 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
         if status != 0:
             raise error_for(status, _lib.text(lib.mb_setup_errmsg(s)), "estimate failed")
     parsed: Mapping[str, Any] = json.loads(_lib.take_string(doc))
-    return from_struct(b, parsed.get("setup", {}), parsed.get("trace") if trace else None, parsed.get("measured"))
+    return from_struct(b, parsed.get("setup", {}), parsed.get("trace") if trace else None, parsed.get("measured"),
+                       parsed.get("budget", {}))
 
 
 def compute_batch_size(model: Union[Model, Source], *, gpu: Optional[str] = None,
@@ -116,7 +136,8 @@ def compute_batch_size(model: Union[Model, Source], *, gpu: Optional[str] = None
     Raises DoesNotFitError (with ``.budget`` at min_batch_size) when even min_batch_size does
     not fit: a pipeline should not start a job that cannot run. ``kwargs`` are estimate()'s
     (optimizer, precision, dims, freeze, ...). ``mode="measured"`` solves on the CUDA device by
-    replays (see estimate()); the device then needs no naming."""
+    replays (see estimate()); the device then needs no naming. With ``per_sample`` or
+    ``graph_sizes`` the answer is a number of graphs (bounded by the graph-size table's count)."""
     check_mode(mode)
     if "batch" in kwargs:
         raise TypeError("compute_batch_size() solves for the batch size: use estimate(batch=...) for a given one")

@@ -130,7 +130,14 @@ _BUDGET_FIELDS: List[Tuple[str, Any]] = (
     + [("available", c_int64), ("at_peak", c_uint64 * CAT_COUNT)]
     + [(name, c_uint64) for name in BUDGET_MEASURED_FIELDS]
     + [("reserved_source", c_int32), ("allocator_ooms", c_int32)]
-    + [(name, c_uint64) for name in BUDGET_ALLOCATOR_U64_FIELDS])
+    + [(name, c_uint64) for name in BUDGET_ALLOCATOR_U64_FIELDS]
+    # batches of graphs (issue 20): what batch_size counts, the batch rule (mb_batch_rule), the
+    # default bounds taken, the graph-size table's count (0: no limit)
+    + [("batch_unit", ctypes.c_char * 16), ("batch_rule", c_int32), ("assumed_bounds", c_int32),
+       ("batch_limit", c_int64)])
+
+# mb_batch_rule, by value
+BATCH_RULES = ("plain", "per_sample", "largest", "quantile")
 
 
 class BudgetStruct(Structure):
@@ -243,12 +250,19 @@ PROTOTYPES = {
     "mb_shapes_note": (c_char_p, [ShapesPtr]),
     "mb_model_batch_dim": (c_char_p, [ModelPtr]),
     "mb_shapes_num_tensors": (c_size_t, [ShapesPtr]),
+    "mb_shapes_num_assumptions": (c_size_t, [ShapesPtr]),
+    "mb_shapes_assumption": (c_int, [ShapesPtr, c_size_t, _STR_OUT, _STR_OUT, _STR_OUT, _P(c_int64), _STR_OUT]),
     "mb_shapes_tensor": (c_int, [ShapesPtr, c_size_t, _P(ShapeDesc)]),
     "mb_ops_num": (c_size_t, []),
     "mb_ops_get": (c_int, [c_size_t, _STR_OUT, _STR_OUT, _P(c_int)]),
     # estimate
     "mb_setup_set": (c_int, [SetupPtr, c_char_p, c_char_p]),
     "mb_setup_set_teacher": (c_int, [SetupPtr, ModelPtr]),
+    "mb_setup_set_graph_sizes": (c_int, [SetupPtr, _P(c_char_p), c_size_t, _P(c_int64), c_size_t]),
+    "mb_setup_num_sample_dims": (c_size_t, [SetupPtr]),
+    "mb_setup_sample_dim": (c_char_p, [SetupPtr, c_size_t]),
+    "mb_setup_sample_dims_at": (c_int, [SetupPtr, c_int64, _P(c_int64), c_size_t]),
+    "mb_setup_describe_batch": (c_size_t, [SetupPtr, c_int64, c_char_p, c_size_t]),
     "mb_gpu_num": (c_size_t, []),
     "mb_gpu_get": (c_int, [c_size_t, _STR_OUT, _STR_OUT, _P(c_uint64)]),
     "mb_phase_name": (c_char_p, [c_int]),

@@ -12,12 +12,12 @@ from . import _lib
 from ._errors import error_for
 from ._handle import Handle
 from ._lib import lib
-from ._setup import make_setup
+from ._setup import GraphSizes, make_setup
 
 if TYPE_CHECKING:
     import onnx
 
-    from ._budget import Budget
+    from ._budget import AssumedBound, Budget
 
 # What load() accepts: a path, the bytes of a .onnx file, or an onnx.ModelProto.
 Source = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, "onnx.ModelProto"]
@@ -66,10 +66,13 @@ class Shapes(Sequence[TensorShape]):
     """Every tensor of the main graph in graph order; index by position or by tensor name.
     ``note`` says how dims were bound when that needs saying ("" otherwise)."""
 
-    def __init__(self, tensors: List[TensorShape], note: str) -> None:
+    def __init__(self, tensors: List[TensorShape], note: str, assumed: Tuple["AssumedBound", ...] = ()) -> None:
         self._tensors = tensors
         self._by_name = {t.name: t for t in tensors}
         self.note = note
+        # data-dependent sizes bounded by a default rule (NonZero over a mask, PyG's number of
+        # graphs): AssumedBound entries; dims={tensor: N} overrides one
+        self.assumed = assumed
 
     @overload
     def __getitem__(self, key: Union[int, str]) -> TensorShape: ...
@@ -185,12 +188,16 @@ class Model:
         return report
 
     def shapes(self, batch: Optional[int] = None, dims: Optional[Mapping[str, int]] = None,
-               batch_dim: Optional[str] = None) -> Shapes:
+               batch_dim: Optional[str] = None, per_sample: Optional[Mapping[str, int]] = None,
+               graph_sizes: GraphSizes = None, graph_quantile: Optional[float] = None) -> Shapes:
         """Dtype, shape and bytes of every tensor of the main graph with the batch dim (found
         automatically, or named by ``batch_dim``) set to ``batch`` and other symbolic dims set
-        by ``dims``. An unbound symbolic dim raises InvalidArgumentError naming it."""
+        by ``dims``. With ``per_sample`` / ``graph_sizes`` (see estimate()) ``batch`` counts
+        graphs. An unbound symbolic dim raises InvalidArgumentError naming it."""
         sh = _lib.ShapesPtr()
-        with self._borrow() as m, make_setup(batch=batch, dims=dims, batch_dim=batch_dim) as s:
+        options = [("graph_quantile", graph_quantile)] if graph_quantile is not None else []
+        with self._borrow() as m, make_setup(batch=batch, dims=dims, batch_dim=batch_dim, per_sample=per_sample,
+                                             graph_sizes=graph_sizes, options=options) as s:
             status = lib.mb_infer_shapes(m, s, ctypes.byref(sh))
         try:
             if status != 0:
@@ -204,7 +211,16 @@ class Model:
                     _lib.text(d.name), _lib.optional_text(d.producer), _lib.optional_text(d.op_type),
                     _dtype_name(d.dtype) if known else None,
                     tuple(d.dims[k] for k in range(d.rank)) if known else None, d.nbytes))
-            return Shapes(tensors, _lib.text(lib.mb_shapes_note(sh)))
+            from ._budget import AssumedBound
+            assumed = []
+            node, op, tensor, why = (ctypes.c_char_p() for _ in range(4))
+            value = ctypes.c_int64()
+            for i in range(lib.mb_shapes_num_assumptions(sh)):
+                lib.mb_shapes_assumption(sh, i, ctypes.byref(node), ctypes.byref(op), ctypes.byref(tensor),
+                                         ctypes.byref(value), ctypes.byref(why))
+                assumed.append(AssumedBound("model", _lib.text(node.value), _lib.text(op.value),
+                                            _lib.text(tensor.value), value.value, _lib.text(why.value)))
+            return Shapes(tensors, _lib.text(lib.mb_shapes_note(sh)), tuple(assumed))
         finally:
             lib.mb_shapes_free(sh)
 
