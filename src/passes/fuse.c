@@ -292,10 +292,13 @@ static void match_island(matcher *m, int32_t x, int32_t start) {
     kind = MB_G_FUSED_SILU;
   else if (n >= 4 && count[I_ERF] + count[I_TANH] == 1 && !count[I_MEAN] && !count[I_SIGMOID])
     kind = MB_G_FUSED_GELU;
-  else if (count[I_MEAN] == 2 && count[I_SUB] == 1 && count[I_SQRT] + count[I_RECIP] >= 1)
+  else if (count[I_MEAN] == 2 && count[I_SUB] == 1 && count[I_SQRT] + count[I_RECIP] >= 1 &&
+           g->nodes[members[0]].opset < 17)
     kind = MB_G_FUSED_LAYERNORM;
-  else if (count[I_MEAN] == 1 && !count[I_SUB] && count[I_SQRT] + count[I_RECIP] >= 1)
-    kind = MB_G_FUSED_RMSNORM;
+  /* Only the exporter's own decompositions are one op in PyTorch: torch.onnx writes nn.LayerNorm
+   * decomposed before opset 17 (LayerNormalization after), so a LayerNorm island in a newer graph
+   * is Python code. No exporter decomposes an RMSNorm: its island is Python code (Hugging Face's
+   * LlamaRMSNorm, T5LayerNorm: pow, mean, rsqrt, mul), run op by op, keeping x and x * rstd. */
   if (kind < 0) return;
   /* GELU: torch.onnx writes F.gelu as x * (1 + erf(x / sqrt 2)) * 0.5, or for the tanh form
    * 0.5 * (x * (1 + tanh(...))): the last Mul scales by 0.5. The same formula written in Python
