@@ -203,7 +203,7 @@ static int parse_size(mb_setup *s, const char *key, const char *value, uint64_t 
 
 static const char *const precisions[] = {"fp32", "amp-fp16", "amp-bf16", "fp16", "bf16", NULL};
 static const char *const losses[] = {"auto", "ce", "mse", "none", NULL};
-static const char *const attentions[] = {"fused", "eager", NULL};
+static const char *const attentions[] = {"auto", "fused", "eager", NULL};
 static const char *const backends[] = {"cuda", "cpu", NULL};
 static const char *const grad_sums[] = {"inplace", "copy", NULL};
 static const char *const transformers_paths[] = {"eager", "as-exported", NULL};
@@ -279,7 +279,7 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
   } else if (!strcmp(key, "loss")) {
     if ((rc = pick(s, key, value, losses, &choice)) == MB_OK) t->loss = choice;
   } else if (!strcmp(key, "attention")) {
-    if ((rc = pick(s, key, value, attentions, &choice)) == MB_OK) t->eager_attention = choice == 1;
+    if ((rc = pick(s, key, value, attentions, &choice)) == MB_OK) t->attention = (int32_t)choice;
   } else if (!strcmp(key, "backend")) {
     if ((rc = pick(s, key, value, backends, &choice)) == MB_OK) set_backend(t, choice == 1);
   } else if (!strcmp(key, "grad_sum")) {

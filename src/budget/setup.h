@@ -13,11 +13,19 @@ enum mb_loss { MB_LOSS_AUTO, MB_LOSS_CE, MB_LOSS_MSE, MB_LOSS_NONE };
 #define MB_CUDNN_WORKSPACE_DEFAULT (64u * 1048576u)
 
 /* How the model is trained (mb_setup_set keys; defaults in setup.c). */
+/* Which kernel SDPA runs: auto charges the fused kernel where the graph shows
+ * scaled_dot_product_attention (the dynamo exporter's aten op, the TorchScript exporter's
+ * q and k^T both scaled by sqrt(scale)) and attention written in Python as the ops it is;
+ * fused charges every attention pattern as the fused kernel (what SDPA would keep); eager
+ * charges SDPA as its math path. */
+typedef enum mb_attention_mode { MB_ATTENTION_AUTO = 0, MB_ATTENTION_FUSED, MB_ATTENTION_EAGER } mb_attention_mode;
+
 typedef struct mb_train {
   int optimizer;            /* enum mb_optimizer (sim/optim.h) */
   int precision;            /* enum mb_precision */
   int loss;                 /* enum mb_loss */
-  bool master_weights, ema, teacher_offload, eager_attention;
+  bool master_weights, ema, teacher_offload;
+  int32_t attention;    /* mb_attention_mode */
   bool cpu;                 /* backend cpu: PyTorch's CPU kernels and allocator (truth runs) */
   bool foreach;             /* the optimizer's foreach (multi-tensor) implementation */
   bool grad_sum_copy;       /* autograd sums a tensor's gradients out of place (PyTorch <= 1.13) */

@@ -29,7 +29,7 @@ static const char USAGE[] =
   "      each bound taken is printed (\"assumed\").\n"
   "  estimate MODEL.onnx [--gpu NAME | --device-memory SIZE] [--batch N]\n"
   "           [--optimizer NAME] [--precision fp32|amp-fp16|amp-bf16|fp16|bf16]\n"
-  "           [--attention fused|eager] [--loss auto|ce|mse|none] [--ema]\n"
+  "           [--attention auto|fused|eager] [--loss auto|ce|mse|none] [--ema]\n"
   "           [--freeze GLOB]... [--trainable GLOB]... [--checkpoint GLOB]...\n"
   "           [--teacher T.onnx [--teacher-offload]] [--dim NAME=VALUE]...\n"
   "           [--utilization 0.9] [--batch-min N] [--batch-max N] [--multiple-of N]\n"

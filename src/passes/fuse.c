@@ -163,6 +163,9 @@ static void match_attention(matcher *m, int32_t k) {
   if (m->opt->cpu && dropout > 0) return;
   int32_t mul_q, mul_k;
   int32_t q = unscaled(m, mm1->inputs[0], k, &mul_q), kt = unscaled(m, mm1->inputs[1], k, &mul_k);
+  /* torch.onnx writes F.scaled_dot_product_attention with q and k^T each scaled by sqrt(scale);
+   * attention written in Python (scores / sqrt(d), or q * scale alone) is eager PyTorch */
+  if (m->opt->sdpa_signature_only && (mul_q < 0 || mul_k < 0)) return;
   if (mul_q >= 0) members[n++] = mul_q;
   if (mul_k >= 0) members[n++] = mul_k;
   mb_fused f = {.kind = MB_G_FUSED_ATTENTION, .last = mm2, .out = g->nodes[mm2].outputs[0],

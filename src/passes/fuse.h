@@ -32,6 +32,9 @@ typedef struct mb_fusion {
 typedef struct mb_fuse_options {
   bool fuse_attention;     /* the eager kernel materialises the scores: attention stays as
                             * the exported nodes when false */
+  bool sdpa_signature_only; /* without recorded aten ops, fuse only attention that shows the
+                             * TorchScript exporter's SDPA (q and k^T both scaled): attention
+                             * written in Python runs as its ops */
   bool transformers_eager; /* charge what eager transformers runs where its code takes another
                             * path under export (passes/eager.c) */
   bool cpu;                /* PyTorch's CPU kernels: SDPA with dropout runs the math path */

@@ -566,7 +566,8 @@ int mb_build_lnodes(mb_builder *b, int model) {
   wcache *wc = ms->wc = mb_arena_array(&b->a, (size_t)g->n_inits + 1, sizeof(wcache));
   if (!ms->slot_of || !ms->rt || !ms->rg || !ms->host || !ms->trainable_init || !ms->strides || !ms->ln || !wc)
     return mb_fail(b->d, MB_E_NOMEM, "out of memory");
-  mb_fuse_options fo = {.fuse_attention = !b->tr->eager_attention,
+  mb_fuse_options fo = {.fuse_attention = b->tr->attention != MB_ATTENTION_EAGER,
+                        .sdpa_signature_only = b->tr->attention == MB_ATTENTION_AUTO,
                         .transformers_eager = !b->tr->transformers_as_exported, .cpu = b->tr->cpu};
   if (mb_fuse(g, ms->t, &fo, &b->a, &ms->fusion) != MB_OK)
     return mb_fail(b->d, MB_E_NOMEM, "out of memory");

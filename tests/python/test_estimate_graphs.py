@@ -247,7 +247,7 @@ def test_attention_eager(cli, attention, b, heads):
 def test_attention_fused(cli, attention, b):
     """One head: SDPA's output buffer is [B,L,H,D] (memory-efficient kernel) or laid out like q
     (flash); with H = 1 both are the contiguous [B,H,L,D], so the reshape is a view either way."""
-    got = estimate(cli, attention[1], "--batch", str(b), *SGD)
+    got = estimate(cli, attention[1], "--batch", str(b), "--attention", "fused", *SGD)
     check_attention_statics(got, b, 1)
     s, acts = attention_fused_step(b, 1)
     check(got, s, acts)
@@ -255,6 +255,45 @@ def test_attention_fused(cli, attention, b):
     eager = estimate(cli, attention[1], "--batch", str(b), "--attention", "eager", *SGD)
     S = f32(b, 1, L_SEQ, L_SEQ)
     assert eager["activations"] - got["activations"] == S - f32(b, 1, L_SEQ)
+
+
+def sdpa_signature_graph(path, heads, seq=L_SEQ, d=D_HEAD):
+    """attention_graph as the TorchScript exporter writes F.scaled_dot_product_attention: q and
+    k^T each scaled by sqrt(1/sqrt(d)) before the first MatMul, no scaling after it."""
+    nodes = [
+        helper.make_node("Add", ["xq", "q.bias"], ["q"], name="/q/Add"),
+        helper.make_node("Add", ["xk", "k.bias"], ["k"], name="/k/Add"),
+        helper.make_node("Add", ["xv", "v.bias"], ["v"], name="/v/Add"),
+        helper.make_node("Transpose", ["k"], ["kt"], name="/attn/Transpose", perm=[0, 1, 3, 2]),
+        helper.make_node("Mul", ["q", "root_scale"], ["qs"], name="/attn/Mul"),
+        helper.make_node("Mul", ["kt", "root_scale"], ["kts"], name="/attn/Mul_1"),
+        helper.make_node("MatMul", ["qs", "kts"], ["s"], name="/attn/MatMul"),
+        helper.make_node("Softmax", ["s"], ["p"], name="/attn/Softmax", axis=-1),
+        helper.make_node("MatMul", ["p", "v"], ["o"], name="/attn/MatMul_1"),
+        helper.make_node("Reshape", ["o", "shape"], ["y"], name="/Reshape"),
+    ]
+    inits = [init("q.bias", d), init("k.bias", d), init("v.bias", d), const_f32("root_scale", d ** -0.25),
+             const_i64("shape", [-1, d])]
+    inputs = [tensor(n, "batch", heads, seq, d) for n in ("xq", "xk", "xv")]
+    return model(nodes, inputs, [tensor("y", "batch_rows", d)], inits, path)
+
+
+@pytest.mark.parametrize("b", [1, 3])
+def test_attention_auto_charges_python_attention_as_its_ops(cli, attention, b):
+    """--attention auto (the default): the scores divided by sqrt(d) after the MatMul are
+    attention written in Python, which PyTorch runs op by op whatever SDPA would do."""
+    got = estimate(cli, attention[1], "--batch", str(b), *SGD)
+    s, acts = attention_eager_step(b, 1)
+    check(got, s, acts)
+
+
+@pytest.mark.parametrize("b", [1, 3])
+def test_attention_auto_charges_sdpa_as_fused(cli, tmp_path, b):
+    """--attention auto: the TorchScript exporter's SDPA (q and k^T both scaled) is the fused
+    kernel, keeping what attention_fused_step writes out."""
+    got = estimate(cli, sdpa_signature_graph(tmp_path / "sdpa.onnx", 1), "--batch", str(b), *SGD)
+    s, acts = attention_fused_step(b, 1)
+    check(got, s, acts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -674,7 +713,7 @@ def attention_hf_eager_step(b, heads=HEADS, seq=L_SEQ, d=D_HEAD):
 
 @pytest.mark.parametrize("b", [1, 3])
 def test_attention_fused_output_layout(cli, attention_hf, b):
-    got = estimate(cli, attention_hf, "--batch", str(b), *SGD)
+    got = estimate(cli, attention_hf, "--batch", str(b), "--attention", "fused", *SGD)
     s, acts = attention_hf_fused_step(b)
     check(got, s, acts)
 
@@ -691,7 +730,7 @@ def test_attention_eager_permuted(cli, attention_hf, b):
 
 def test_attention_fused_lse_padding(cli, tmp_path):
     path = attention_graph(tmp_path / "attn_l20.onnx", 1, seq=20)
-    got = estimate(cli, path, "--batch", "2", *SGD)
+    got = estimate(cli, path, "--batch", "2", "--attention", "fused", *SGD)
     s, acts = attention_fused_step(2, 1, seq=20, lse_rows=32)
     check(got, s, acts)
 

@@ -211,7 +211,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--batch", type=int)
     ap.add_argument("--optimizer")
     ap.add_argument("--precision")
-    ap.add_argument("--attention", choices=("fused", "eager"))
+    ap.add_argument("--attention", choices=("auto", "fused", "eager"))
     ap.add_argument("--loss", choices=("auto", "ce", "mse", "none"))
     ap.add_argument("--ema", action="store_true")
     ap.add_argument("--teacher", metavar="T.onnx")
