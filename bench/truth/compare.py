@@ -39,8 +39,9 @@ TRANSFORMERS = {  # model -> (layers, hidden, heads, sequence)
 
 
 def case_key(c):
-    """A case's identity: its setup without the measured or derived fields."""
-    return json.dumps({k: v for k, v in c.items() if k not in ("truth", "membudget_args", "memtracker")},
+    """A case's identity: its setup without the measured or derived fields, and without the
+    exporter (PyTorch runs the same step whichever graph membudget reads)."""
+    return json.dumps({k: v for k, v in c.items() if k not in ("truth", "membudget_args", "memtracker", "exporter")},
                       sort_keys=True)
 
 

@@ -250,14 +250,23 @@ static bool shapes_equal(const mb_model_state *ms, int32_t a, int32_t b) {
   return true;
 }
 
+/* One backward node as the engine runs it (torch/csrc/autograd/engine.cpp, evaluate_function):
+ * the node computes every input gradient, its formula's temporaries come and go, the incoming
+ * gradients are dropped when the call returns, its saved tensors are released, and only then
+ * is each result added to the buffer of the node that needs it (where a second gradient for the
+ * same tensor is summed). */
 static int backward_node(emitter *e, const mb_lnode *ln) {
   mb_builder *b = e->b;
   const mb_model_state *ms = &b->ms[0];
   const mb_grad_rule *r = ln->r;
   int32_t node = ln->node, out0 = ln->n_out ? ln->out[0] : -1;
   int32_t g0 = out0 >= 0 ? e->gslot[out0] : -1;
+  int32_t *grads = mb_arena_array(&b->a, (size_t)ln->n_in + 1, sizeof *grads);
+  bool *views = mb_arena_array(&b->a, (size_t)ln->n_in + 1, sizeof *views);
+  if (!grads || !views) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   for (int32_t i = 0; i < ln->n_in; i++) {
     int32_t v = ln->in[i];
+    grads[i] = -1;
     if (v < 0 || !ms->rg[v] || !mb_dtype_is_float(ms->t[v].dtype)) continue;
     bool alias = g0 >= 0 && out0 >= 0 &&
                  ((r->flags & MB_GF_GRAD_VIEW) ||
@@ -283,9 +292,9 @@ static int backward_node(emitter *e, const mb_lnode *ln) {
       ev(e, 1, 0, c, node);
       if (tmp >= 0) release(e, 0, tmp, node);
     }
+    grads[i] = c;
     /* linear's weight gradient is mm's result transposed back: a view */
-    bool view = (ln->rule == MB_G_FUSED_LINEAR && i == 1) || (alias && (r->flags & MB_GF_TRANSPOSE));
-    deliver(e, ms, v, c, view, node);
+    views[i] = (ln->rule == MB_G_FUSED_LINEAR && i == 1) || (alias && (r->flags & MB_GF_TRANSPOSE));
   }
   /* formula temporaries, alive together while the node runs */
   int32_t tmps[4], n_tmp = 0;
@@ -296,7 +305,6 @@ static int backward_node(emitter *e, const mb_lnode *ln) {
     tmps[n_tmp++] = t;
   }
   for (int32_t k = 0; k < n_tmp; k++) release(e, 0, tmps[k], node);
-  for (int32_t k = 0; k < ln->n_saved; k++) release(e, 0, map(e, ln->saved[k]), node);
   for (int32_t j = 0; j < ln->n_out; j++) {
     int32_t o = ln->out[j];
     if (o >= 0 && e->gslot[o] >= 0) {
@@ -304,6 +312,9 @@ static int backward_node(emitter *e, const mb_lnode *ln) {
       e->gslot[o] = -1;
     }
   }
+  for (int32_t k = 0; k < ln->n_saved; k++) release(e, 0, map(e, ln->saved[k]), node);
+  for (int32_t i = 0; i < ln->n_in; i++)
+    if (grads[i] >= 0) deliver(e, ms, ln->in[i], grads[i], views[i], node);
   return b->d->status;
 }
 

@@ -337,10 +337,13 @@ def tied_lm_step(b):
     s.free("h2", "g_logits")
     s.alloc("wpe.grad", WPE)             # add backward: h gets g_h2 itself, wpe a sum over batch
     s.alloc("g_wte_embedding", WTE)      # embedding backward: a dense [V,D] grad
+    s.free("g_h2")                       # the node's incoming grad goes when its call returns,
+    #                                       before the engine adds its result to wte's buffer
+    #                                       (engine.cpp: evaluate_function)
     s.alloc("wte.grad sum", WTE)         # wte's first grad came through the transpose, a view: the
-    s.free("wte.grad", "g_wte_embedding")  # engine sums out of place (aten.add.Tensor, not add_,
-    #                                       seen in torch 2.15 for matmul(h, w.t()) and linear)
-    s.free("g_h2")
+    s.free("wte.grad", "g_wte_embedding")  # engine sums out of place (aten::add, not add_, in
+    #                                       torch 2.15 for matmul(h, w.t()) and linear, measured
+    #                                       with no dispatch mode active)
     s.free("logits")
     s.enter("optimizer")
     return s, acts
