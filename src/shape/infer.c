@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "budget/setup.h"
+#include "onnx/dtype.h"
 #include "ops/op.h"
 #include "shape/infer.h"
 #include "membudget/membudget.h"
@@ -165,6 +166,21 @@ static int infer_subgraph(mb_op_ctx *c, const mb_graph *g, const mb_tinfo *const
   return MB_OK;
 }
 
+/* A data-dependent integer scalar (max(batch) over a graph input: the number of graphs a pool
+ * reads as max(batch) + 1) has no value the graph can give; the user binds it by the tensor's
+ * name like a data-dependent dim (--dim max_1=63), so the sizes computed from it resolve. */
+static int bind_unknown_scalars(const frame *f, mb_op_ctx *c) {
+  for (int32_t o = 0; o < c->n_out; o++) {
+    const mb_tinfo *t = c->out[o];
+    if (!t || t->val || t->rank < 0 || t->rank > 1 || mb_tinfo_numel(t) != 1) continue;
+    if (mb_dtype_is_float(t->dtype) || !mb_dtype_is_integer_like(t->dtype)) continue;
+    bool found = false;
+    int64_t v = bound_dim(f->s, f->g->values[c->node->outputs[o]].name, &found);
+    if (found && mb_op_set_ivalues(c, o, &v, 1) != MB_OK) return c->d->status;
+  }
+  return MB_OK;
+}
+
 static int infer_nodes(frame *f) {
   const mb_graph *g = f->g;
   mb_diag *d = f->d;
@@ -198,6 +214,7 @@ static int infer_nodes(frame *f) {
                    (const mb_tinfo *const *)in, (mb_tinfo *const *)out, f->s,
                    infer_subgraph, f, &f->sh->unroll_budget};
     rc = def->shape(&c);
+    if (rc == MB_OK) rc = bind_unknown_scalars(f, &c);
   }
   free(in);
   free(out);
