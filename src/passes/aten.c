@@ -43,6 +43,9 @@ static const mb_aten_rule rules[] = {
   {"aten.scatter", MB_G_SCATTER, true},
   {"aten.scatter_add", MB_G_SCATTER_ADD, true},
   {"aten.scatter_reduce", MB_G_SCATTER_REDUCE, true},
+  /* index_put (what torch.export makes of index_add): values: grad.index(indices), self: grad
+   * itself when accumulating: the indices alone are kept. Transposes, ScatterND */
+  {"aten.index_put", MB_G_SCATTER_ADD, false},
   {"aten.detach", MB_G_DETACH, true},                 /* Identity: a gradient stop */
   {"aten.stack", MB_G_CONCAT, false},                 /* Unsqueeze... Concat */
   /* factories: an Expand of a scalar in ONNX (a view), a fresh tensor in PyTorch */

@@ -464,3 +464,23 @@ def test_dense_grad_absorbs_an_expanded_one(cli, tmp_path):
     s.free("g_zj")
     s.free("y")
     check(estimate(cli, path, "--batch", str(N), "--optimizer", "sgd", "--loss", "mse", *EXACT), s, acts)
+
+
+# 3b. index_add, which torch.export writes as aten.index_put(self, [index], values, True) (ONNX:
+#    Unsqueeze, ScatterND(add)): derivatives.yaml index_put: values get grad.index(indices), self
+#    the grad itself when accumulating: it keeps the index alone (section 1's scatter_add).
+
+def test_dynamo_index_put_keeps_only_its_index(cli, tmp_path):
+    args = "(%zeros, [%dst], %m, True)"
+    put = lambda node: fx(node, "index_put", "aten.index_put.default", args)
+    nodes = [
+        helper.make_node("Add", ["x", "bias"], ["h"]),
+        fx(helper.make_node("Shape", ["h"], ["h_shape"]), "zeros", "aten.zeros.default", "([4, 40],)"),
+        fx(helper.make_node("ConstantOfShape", ["h_shape"], ["zeros"]), "zeros", "aten.zeros.default", "([4, 40],)"),
+        helper.make_node("Gather", ["h", "src"], ["m"], axis=0),
+        put(const("ax1", [1])), put(helper.make_node("Unsqueeze", ["dst", "ax1"], ["dst1"])),
+        put(helper.make_node("ScatterND", ["zeros", "dst1", "m"], ["y"], reduction="add")),
+    ]
+    path = model(nodes, edge_inputs(), [tensor("y", "batch", F)], [init("bias", F)], tmp_path / "put.onnx", opset=20)
+    s, acts = scatter_add_step()
+    check(estimate(cli, path, *ARGS), s, acts)
