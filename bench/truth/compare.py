@@ -120,6 +120,7 @@ def compare(cli, case, peers=None, timed=False):
     t = case["truth"]
     row = {
         "model": case["model"], "kind": case["kind"], "optimizer": case["optimizer"], "batch": case["batch"],
+        "family": case.get("family"),
         "truth_peak": t["peak"], "pred_peak": budget["allocated_peak"],
         "truth_act": t["forward_end"], "pred_act": budget["activations"],
         "truth_fwd": forward_peak(t), "pred_fwd": budget["forward_peak"],

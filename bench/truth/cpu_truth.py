@@ -6,9 +6,12 @@
     /usr/bin/python3 bench/truth/cpu_truth.py --trace /tmp/trace   # also the per-op samples
     bench/truth/.venv2/bin/python bench/truth/cpu_truth.py         # torch 2.x: torch2_cases.py
     bench/truth/.venv2/bin/python bench/truth/cpu_truth.py --models hf/llama --optimizers adamw
+    bench/truth/.venv2/bin/python bench/truth/cpu_truth.py --suite gnn [--models gnn/gat] [--families can]
 
-Two suites: under Debian's torch 1.13 the zoo (zoo.py, results/cpu.json); under torch 2.x the
-cases of torch2_cases.py (results/cpu-torch2.json), whose graphs export_models.py writes.
+Three suites: under Debian's torch 1.13 the zoo (zoo.py, results/cpu.json); under torch 2.x the
+cases of torch2_cases.py (results/cpu-torch2.json) and its graph models (torch2_cases.gnn_cases,
+results/cpu-torch2-gnn.json; --models naming only gnn/ models picks this suite), whose graphs
+export_models.py writes.
 
 One step is zero_grad(set_to_none=True), forward, loss, backward, optimizer.step(). The first
 step creates the optimizer states; the second is measured, by two independent means (see
@@ -113,7 +116,8 @@ class Run:
         return out
 
 
-SUITES = {"zoo": zoo_setup, "torch2": torch2_setup}
+SUITES = {"zoo": zoo_setup, "torch2": torch2_setup, "gnn": torch2_setup}
+OUT = {"zoo": "cpu.json", "torch2": "cpu-torch2.json", "gnn": "cpu-torch2-gnn.json"}
 
 
 def step(run, tr=None, stream=None, amp=None):
@@ -211,11 +215,21 @@ def run_case(c, trace_dir=None, suite="zoo"):
             "start", "forward_end", "peak", "peak_phase", "peak_op", "phase_peak", "end", "alloc_peak",
             "crosscheck_mismatch")}, profiler_threads=threads, ops=tr.n_ops, seconds=r["seconds"])
     if trace_dir:
+        # the samples of the measured step: torch 2.x's unperturbed one (the allocation stream at
+        # op boundaries), torch 1.13's tracker
+        samples = tr.trace
+        if unperturbed:
+            samples = [(p, op, live - base) for p, op, live in stream.boundaries("U:") if p in PHASES + ("teacher",)]
         os.makedirs(trace_dir, exist_ok=True)
-        name = "%s-%s-%s-b%d.json" % (c["model"].replace("/", "__"), c["kind"], c["optimizer"], c["batch"])
-        with open(os.path.join(trace_dir, name), "w") as f:
-            json.dump(tr.trace, f)
+        with open(os.path.join(trace_dir, trace_name(c)), "w") as f:
+            json.dump(samples, f)
     return r
+
+
+def trace_name(c):
+    """The file run_case writes a case's op samples to, in its trace directory."""
+    fam = "-" + c["family"] if c.get("family") else ""
+    return "%s-%s-%s-b%d%s.json" % (c["model"].replace("/", "__"), c["kind"], c["optimizer"], c["batch"], fam)
 
 
 def stream_truth(stream, tag, base):
@@ -271,26 +285,32 @@ def suite_of(a):
     if a.suite == "zoo":
         return zoo.selected_cases(a), lambda c, version=None: zoo.membudget_args(c, "cpu", version)
     import torch2_cases as t2
-    cases = [c for c in t2.default_cases()
+    cases = [c for c in (t2.gnn_cases() if a.suite == "gnn" else t2.default_cases())
              if (not a.models or c["model"] in a.models) and (not a.batches or c["batch"] in a.batches)
-             and (not a.kinds or c["kind"] in a.kinds) and (not a.optimizers or c["optimizer"] in a.optimizers)]
+             and (not a.kinds or c["kind"] in a.kinds) and (not a.optimizers or c["optimizer"] in a.optimizers)
+             and (not a.families or c.get("family") in a.families)]
     return cases, lambda c, version=None: t2.membudget_args(c, "cpu")
 
 
 def main():
     major = int(torch.__version__.split(".")[0])
     ap = zoo.parser(__doc__)
-    ap.add_argument("--suite", choices=sorted(SUITES), default="torch2" if major >= 2 else "zoo",
-                    help="zoo: torch 1.13's zoo cases; torch2: torch2_cases.py (default under torch 2.x)")
+    ap.add_argument("--suite", choices=sorted(SUITES),
+                    help="zoo: torch 1.13's zoo cases; torch2: torch2_cases.py (default under torch 2.x); "
+                    "gnn: its graph models (default when --models names only gnn/ models)")
     ap.add_argument("--optimizers", nargs="*")
-    ap.add_argument("--out", help="default results/cpu.json (zoo), results/cpu-torch2.json (torch2)")
+    ap.add_argument("--families", nargs="*", help="gnn: graph-size families (graph_zoo.FAMILIES)")
+    ap.add_argument("--out", help="default results/cpu.json (zoo), results/cpu-torch2.json (torch2), "
+                    "results/cpu-torch2-gnn.json (gnn)")
     ap.add_argument("--trace", help="directory for per-op samples (not committed)")
     ap.add_argument("--resume", action="store_true", help="keep the cases already in --out")
     ap.add_argument("--refresh-args", action="store_true",
                     help="only rewrite each case's membudget flags in --out (after the cases changed)")
     a = ap.parse_args()
-    a.out = a.out or os.path.join(zoo.ROOT, "bench", "truth", "results",
-                                  "cpu.json" if a.suite == "zoo" else "cpu-torch2.json")
+    if a.suite is None:
+        gnn = bool(a.models) and all(m.startswith("gnn/") for m in a.models)
+        a.suite = "zoo" if major < 2 else "gnn" if gnn else "torch2"
+    a.out = a.out or os.path.join(zoo.ROOT, "bench", "truth", "results", OUT[a.suite])
     cases, flags = suite_of(a)
     if a.refresh_args:
         with open(a.out) as f:
@@ -313,7 +333,7 @@ def main():
             out["cases"].append(done[key(c)])
             continue
         shared = None
-        if a.suite == "torch2":
+        if a.suite != "zoo":
             import torch2_cases as t2
             shared = t2.measured_key(c)
             for d in out["cases"]:
@@ -326,9 +346,9 @@ def main():
         c = dict(c, truth=r, membudget_args=flags(c))
         out["cases"].append(c)
         write(a.out, out)  # after every case: a long run that stops keeps what it measured
-        print("%-20s %-10s %-13s b=%-2d start %9.1f MiB  fwd %8.1f MiB  peak %9.1f MiB (%s)  "
+        print("%-20s %-10s %-13s %-5s b=%-2d start %9.1f MiB  fwd %8.1f MiB  peak %9.1f MiB (%s)  "
               "alloc %9.1f MiB  check %s  %.1fs" % (
-                  c["model"], c["kind"], c["optimizer"], c["batch"], r["start"] / 2**20,
+                  c["model"], c["kind"], c["optimizer"], c.get("family", ""), c["batch"], r["start"] / 2**20,
                   r["forward_end"] / 2**20, r["peak"] / 2**20, r["peak_phase"], r["alloc_peak"] / 2**20,
                   r.get("tracker", r)["crosscheck_mismatch"], r["seconds"]), flush=True)
         gc.collect()

@@ -4,12 +4,15 @@
     /usr/bin/python3 bench/truth/diff_case.py vit_b_16 --batch 1 [--optimizer adamw] [--cli PATH]
     bench/truth/.venv2/bin/python bench/truth/diff_case.py hf/llama --batch 2 [--kind lora]
                                                    # torch 2.x: a case of torch2_cases.py
+    bench/truth/.venv2/bin/python bench/truth/diff_case.py gnn/gat --batch 16 --family small
+                                                   # a graph model: 16 graphs of a family
 
 1. What the forward leaves alive: the truth's storages at the end of forward, against
    membudget's live forward tensors (its --trace), grouped by size. A size with different
    counts names the tensors membudget keeps (or misses), e.g. ViT's packed q/k/v projection.
-2. The peak: the last ops before the truth's peak (from a fresh measured step) and the last
-   events before membudget's.
+2. The peak: the last ops before the truth's peak (from a fresh measured step: under torch 2.x
+   the unperturbed one, at the allocation stream's op boundaries) and the last events before
+   membudget's. --peak-of forward compares the forward peaks instead.
 """
 import argparse
 import collections
@@ -76,14 +79,20 @@ def main():
     ap.add_argument("--cli", default=os.path.join(zoo.ROOT, "build", "release", "membudget"))
     ap.add_argument("--window", type=int, default=12)
     ap.add_argument("--kind", default="plain", help="torch 2.x: plain | lora | checkpoint | frozen | teacher")
+    ap.add_argument("--family", default="can", help="gnn: the graph-size family (graph_zoo.FAMILIES)")
+    ap.add_argument("--peak-of", default="step", choices=("step", "forward", "backward"),
+                    help="which peak to show: the step's, or a phase's")
     a = ap.parse_args()
-    suite = "torch2" if "/" in a.model else "zoo"
+    suite = "gnn" if a.model.startswith("gnn/") else "torch2" if "/" in a.model else "zoo"
     if suite == "zoo":
         c = zoo.case(a.model, a.optimizer, a.batch)
     else:
         import torch2_cases
-        c = next(x for x in torch2_cases.default_cases() if (x["model"], x["kind"]) == (a.model, a.kind))
+        cases = torch2_cases.gnn_cases() if suite == "gnn" else torch2_cases.default_cases()
+        c = next(x for x in cases if (x["model"], x["kind"]) == (a.model, a.kind))
         c = dict(c, optimizer=a.optimizer, batch=a.batch)
+        if suite == "gnn":
+            c["family"] = a.family
     pred = predicted(a.cli, c, suite)
     truth = truth_forward_sizes(c, suite)
     sizes, names = forward_sizes(pred["trace"])
@@ -95,17 +104,16 @@ def main():
                                               sum(k * v for k, v in sizes.items())))
 
     r = cpu_truth.run_case(c, trace_dir="/tmp/membudget-diff", suite=suite)
-    path = "/tmp/membudget-diff/%s-%s-%s-b%d.json" % (c["model"].replace("/", "__"), c["kind"], c["optimizer"],
-                                                     c["batch"])
-    with open(path) as f:
+    with open(os.path.join("/tmp/membudget-diff", cpu_truth.trace_name(c))) as f:
         ops = json.load(f)
-    i = max(range(len(ops)), key=lambda k: ops[k][2])
-    print("\ntruth peak %d (%s, %s); the ops before it:" % (r["peak"], r["peak_phase"], r["peak_op"]))
+    phases = {"step": None, "forward": ("teacher", "forward", "loss"), "backward": ("backward",)}[a.peak_of]
+    i = max((k for k in range(len(ops)) if not phases or ops[k][0] in phases), key=lambda k: ops[k][2])
+    print("\ntruth %s peak %d (%s, %s); the ops before it:" % (a.peak_of, ops[i][2], ops[i][0], ops[i][1]))
     for phase, op, live in ops[max(0, i - a.window):i + 1]:
         print("  %-10s %-45s %d" % (phase, op, live))
     t = pred["trace"]
-    j = max(range(len(t)), key=lambda k: t[k]["live"])
-    print("\npredicted peak %d (%s); the events before it:" % (t[j]["live"], t[j]["phase"]))
+    j = max((k for k in range(len(t)) if not phases or t[k]["phase"] in phases), key=lambda k: t[k]["live"])
+    print("\npredicted %s peak %d (%s); the events before it:" % (a.peak_of, t[j]["live"], t[j]["phase"]))
     for e in t[max(0, j - a.window):j + 1]:
         print("  %-10s %-5s %-16s %12d %14d %s" % (e["phase"], e["event"], e["category"], e["bytes"], e["live"],
                                                  e["tensor"]))

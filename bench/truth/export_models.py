@@ -12,6 +12,7 @@ counts.
 The files are committed so that the accuracy tests run in CI without torch.
 """
 import datetime
+import inspect
 import json
 import os
 import sys
@@ -32,6 +33,8 @@ EXAMPLE_BATCH = 2
 def export(m, exporter):
     """The dynamo exporter traces the module on the meta device; the TorchScript exporter needs
     real tensors (the file is made weightless after)."""
+    if m.family == "gnn":
+        return export_gnn(m)
     path = os.path.join(t2.ROOT, m.file(exporter))
     device = "meta" if exporter == "dynamo" else "cpu"
     module = m.build(device)
@@ -52,6 +55,57 @@ def export(m, exporter):
     }
 
 
+GNN_EXAMPLE_GRAPHS = 4
+
+
+def export_gnn(m):
+    """A graph model through the dynamo exporter (torch.onnx.export(dynamo=True, optimize=False),
+    train(), weightless, as membudget.torch does it) with its own dynamic shapes: every
+    node-indexed input on a dim "nodes", edge_index's axis 1 on "edges" (the VGAE's negative
+    edges on "neg_edges"), each torch.export.Dim with min=1 (with min 0 GATConv's
+    `if index.numel() == 0` cannot be decided: GuardOnDataDependentSymNode). The example is a
+    batch of GNN_EXAMPLE_GRAPHS graphs of the "can" family on the CPU (PyG's ops do not all run on
+    the meta device). Also records the graph's data-dependent sizes ("bounds", read by
+    torch2_cases.graph_batch_args): each NonZero over a mask of edges keeps at most every edge,
+    and max(batch) + 1 is the number of graphs."""
+    from membudget import _dynamo
+    path = os.path.join(t2.ROOT, m.file())
+    module = m.build("cpu")
+    x = m.example(GNN_EXAMPLE_GRAPHS, "cpu", graphs="can")
+    names = list(inspect.signature(module.forward).parameters)
+    D = torch.export.Dim
+    dims = {"nodes": D("nodes", min=1), "edges": D("edges", min=1), "neg_edges": D("neg_edges", min=1)}
+    axes = {"node_id": {0: "nodes"}, "feats": {0: "nodes"}, "batch": {0: "nodes"},
+            "edge_index": {1: "edges"}, "neg_edge_index": {1: "neg_edges"}}
+    shapes = tuple({a: dims[d] for a, d in axes[n].items()} for n in names)
+    _dynamo.export(module, x, path, dynamic_shapes=shapes, weightless=True, output=None)
+    graph = onnx.load(path, load_external_data=False)
+    inits = {t.name for t in graph.graph.initializer}
+    params = list(module.named_parameters())
+    return {
+        "file": m.file(),
+        "parameters": sum(p.numel() for _, p in params),
+        "trainable_parameters": sum(p.numel() for _, p in params if p.requires_grad),
+        "parameters_missing": [n for n, _ in params if n not in inits],
+        "buffers_exported": sum(b.numel() for n, b in module.named_buffers() if n in inits),
+        "nodes": len(graph.graph.node),
+        "bytes": os.path.getsize(path),
+        "bounds": graph_bounds(graph),
+    }
+
+
+def graph_bounds(model):
+    """{value: [dim, offset]}: the data-dependent sizes of a PyG graph and what bounds them."""
+    g = model.graph
+    out = {}
+    for n in g.node:
+        if n.op_type == "NonZero":  # remove_self_loops: edge_index[:, edge_index[0] != edge_index[1]]
+            out[n.output[0]] = ["edges", 0]
+        elif n.op_type == "ReduceMax" and n.input[0] == "batch":
+            out[n.output[0]] = ["graphs", -1]  # max(batch) = graphs - 1
+    return out
+
+
 def main():
     import argparse
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -70,6 +124,8 @@ def main():
     doc["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     for name in names:
         for exporter in [e for e in a.exporters if e == "dynamo" or name in t2.TORCHSCRIPT]:
+            if t2.MODELS[name].family == "gnn" and exporter != "dynamo":
+                continue
             key = name if exporter == "dynamo" else "%s.%s" % (name, exporter)
             try:
                 doc["models"][key] = export(t2.MODELS[name], exporter)

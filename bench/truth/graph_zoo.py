@@ -1,7 +1,8 @@
 """The graph-neural-network truth models (PyTorch Geometric), shaped like the KD-GAT pipeline's:
-a CAN-id embedding (2048 x 32) concatenated with 8 numeric features per node, message-passing
-layers, a mean pool per graph and a linear head; a VGAE with a GCN encoder and an
-inner-product decoder over positive and negative edges.
+a CAN-id embedding (2048 x 32) concatenated with 8 numeric features per node, three
+message-passing layers (GAT, GATv2, GCN, GraphSAGE, GIN), a mean pool per graph and a linear
+head; a smaller GAT (the distillation student of the GAT teacher); a VGAE with a GCN encoder and
+an inner-product decoder over positive and negative edges.
 
     build(name)                       -> the model in train() mode, seeded
     batch(family, graphs, device)     -> (inputs tuple, target) for a batch of graphs
@@ -62,6 +63,54 @@ class GCN(torch.nn.Module):
         return self.head(_pyg().global_mean_pool(h, batch))
 
 
+class _Stack(torch.nn.Module):
+    """Encoder, layers made by make(i) with act after each, global_mean_pool, a Linear head."""
+    act = staticmethod(F.relu)
+
+    def __init__(self, make, out_dim, layers=3):
+        super().__init__()
+        self.enc = _Encoder()
+        self.convs = torch.nn.ModuleList(make(i) for i in range(layers))
+        self.head = torch.nn.Linear(out_dim, CLASSES)
+
+    def forward(self, node_id, feats, edge_index, batch):
+        h = self.enc(node_id, feats)
+        for conv in self.convs:
+            h = self.act(conv(h, edge_index))
+        return self.head(_pyg().global_mean_pool(h, batch))
+
+
+class GATv2(_Stack):
+    act = staticmethod(F.elu)
+
+    def __init__(self, layers=3, hidden=HIDDEN, heads=HEADS):
+        dims = [ID_DIM + FEATS] + [hidden * heads] * layers
+        super().__init__(lambda i: _pyg().GATv2Conv(dims[i], hidden, heads=heads), hidden * heads, layers)
+
+
+class SAGE(_Stack):
+    def __init__(self, layers=3, hidden=HIDDEN):
+        dims = [ID_DIM + FEATS] + [hidden] * layers
+        super().__init__(lambda i: _pyg().SAGEConv(dims[i], hidden), hidden, layers)
+
+
+class GIN(_Stack):
+    def __init__(self, layers=3, hidden=HIDDEN):
+        dims = [ID_DIM + FEATS] + [hidden] * layers
+
+        def mlp(i):
+            return torch.nn.Sequential(torch.nn.Linear(dims[i], hidden), torch.nn.ReLU(),
+                                       torch.nn.Linear(hidden, hidden))
+        super().__init__(lambda i: _pyg().GINConv(mlp(i)), hidden, layers)
+
+
+class GATStudent(GAT):
+    """The distillation student: two GATConv layers of 32 channels x 2 heads."""
+
+    def __init__(self):
+        super().__init__(layers=2, hidden=32, heads=2)
+
+
 class VGAE(torch.nn.Module):
     """GCN encoder to (mu, logstd), reparameterised z, inner-product logits of positive and
     negative edges. forward returns (pos_logits, neg_logits, mu, logstd)."""
@@ -83,7 +132,17 @@ class VGAE(torch.nn.Module):
         return pos, neg, mu, logstd
 
 
-MODELS = {"gat": GAT, "gcn": GCN, "vgae": VGAE}
+class VGAEWithLoss(VGAE):
+    """The VGAE with its loss inside forward (reconstruction BCE over positive and negative
+    edges plus the KL term): it returns the scalar loss, so the exported graph holds the loss
+    PyTorch runs (membudget --loss none)."""
+
+    def forward(self, node_id, feats, edge_index, neg_edge_index):
+        return loss("vgae", super().forward(node_id, feats, edge_index, neg_edge_index), None)
+
+
+MODELS = {"gat": GAT, "gcn": GCN, "vgae": VGAE, "gatv2": GATv2, "sage": SAGE, "gin": GIN,
+          "gat_student": GATStudent, "vgae_loss": VGAEWithLoss}
 
 
 def build(name):
@@ -102,7 +161,7 @@ def batch(name, family, graphs, device="cpu"):
     edge_index = torch.stack([src + off, dst + off])
     node_id = torch.randint(0, IDS, (graphs * n,), generator=g)
     feats = torch.randn(graphs * n, FEATS, generator=g)
-    if name == "vgae":
+    if name.startswith("vgae"):
         nsrc = torch.randint(0, n, (graphs * e,), generator=g)
         neg = torch.stack([nsrc + off, (nsrc + torch.randint(1, n, (graphs * e,), generator=g)) % n + off])
         x = (node_id, feats, edge_index, neg)
@@ -115,6 +174,8 @@ def batch(name, family, graphs, device="cpu"):
 
 
 def loss(name, out, target):
+    if name == "vgae_loss":
+        return out
     if name == "vgae":
         pos, neg, mu, logstd = out
         rec = F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos)) + \

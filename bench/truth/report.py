@@ -40,7 +40,9 @@ def flag(e, limit):
 
 
 def setup_of(r):
-    return r["optimizer"] if r["kind"] == "plain" else "%s, %s" % (r["optimizer"], r["kind"])
+    """The optimizer, then the kind and a graph case's graph-size family when they say more."""
+    parts = [r["optimizer"]] + ([r["kind"]] if r["kind"] != "plain" else []) + ([r["family"]] if r.get("family") else [])
+    return ", ".join(parts)
 
 
 def table_113(result, rows, limit):

@@ -9,15 +9,19 @@ reads for it, and the `membudget estimate` flags that describe the same step.
     loss(case, y, target)     -> the scalar loss
     membudget_args(case)      -> the flags (model path first, relative to the repository)
 
-Three families, every one exported by the dynamo exporter as membudget.torch does it
+Four families, every one exported by the dynamo exporter as membudget.torch does it
 (`torch.onnx.export(dynamo=True, optimize=False)`, the module in train(), weightless) into
 bench/truth/models/ by export_models.py, and those the TorchScript exporter still takes also by
 it (`exporter: torchscript` cases: the same step, measured once, estimated from both graphs):
   zoo/   the zoo's own PyTorch definitions (models/make_models.py), torch 1.13's truth models
   hf/    Hugging Face families in small configs (hf_zoo.py)
   tv/    more torchvision models (ConvNeXt, EfficientNet, Swin, a segmentation model)
+  gnn/   PyTorch Geometric models on batches of graphs (graph_zoo.py): the batch is a number of
+         graphs, each case names its graph-size family (graph_zoo.FAMILIES: nodes and edges per
+         graph); exported with nodes and edges as dims of their own (torch.export.Dim, min 1)
 The loss is computed outside the model (cross-entropy over the classes, or MSE for the UNet),
-so the graph ends at what the loss reads and membudget adds the same loss with --loss.
+so the graph ends at what the loss reads and membudget adds the same loss with --loss; the
+VGAE computes its own loss (reconstruction and KL) inside forward (--loss none).
 
 Optimizers: SGD with momentum; AdamW as torch.optim runs it on the CPU (the for-loop step,
 foreach=None); AdamW with foreach=True forced (the multi-tensor step CUDA runs by default, with
@@ -32,6 +36,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import graph_zoo  # noqa: E402
 import hf_zoo  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -53,7 +58,7 @@ class Model:
 
     def __init__(self, name, family, build, example, loss="ce", keywords=None, dims=None, teacher=None):
         self.name = name            # e.g. "hf/llama"
-        self.family = family        # zoo | hf | tv
+        self.family = family        # zoo | hf | tv | gnn
         self.build = build          # device -> nn.Module in train() mode, seeded
         self.example = example      # (batch, device) -> tuple of positional input tensors
         self.loss = loss            # ce | mse
@@ -137,6 +142,18 @@ def _tv(name, segmentation=False):
     return Model("tv/" + name, "tv", build, example)
 
 
+def _gnn(name):
+    """A graph model; its example takes the graph-size family (keyword `graphs`)."""
+    def build(device):
+        with torch.device(device):
+            return graph_zoo.build(name)
+
+    def example(b, device, graphs="can"):
+        return graph_zoo.batch(name, graphs, b, device)[0]
+
+    return Model("gnn/" + name, "gnn", build, example, "none" if name == "vgae_loss" else "ce")
+
+
 def models():
     ms = [_zoo("resnet18"), _zoo("resnet50"), _zoo("mobilenet_v3_large"), _zoo("vit_b_16"),
           _zoo("bert_base_like"), _zoo("gpt2_small_like"), _zoo("unet_like", "mse")]
@@ -144,6 +161,7 @@ def models():
     ms += [_hf_lora("llama")]
     ms += [_tv("convnext_tiny"), _tv("efficientnet_b0"), _tv("swin_t"),
            _tv("deeplabv3_mobilenet_v3_large", segmentation=True)]
+    ms += [_gnn(n) for n in ("gat", "gatv2", "gcn", "sage", "gin", "gat_student", "vgae_loss")]
     return {m.name: m for m in ms}
 
 
@@ -178,7 +196,7 @@ def case(model, optimizer, batch, kind="plain", **extra):
 def default_cases():
     cases = []
     for name, m in MODELS.items():
-        if m.family == "tv" or name.endswith("_lora"):
+        if m.family in ("tv", "gnn") or name.endswith("_lora"):
             continue
         for opt in OPTIMIZERS:
             for b in (1, 2, 4):
@@ -199,6 +217,24 @@ def default_cases():
     # distillation: a frozen ResNet-50 teacher (no_grad), a ResNet-18 student
     cases += [case("zoo/resnet18", "adamw", b, "teacher", teacher="zoo/resnet50") for b in (2, 4)]
     cases += [dict(c, exporter="torchscript") for c in cases if c["kind"] == "plain" and c["model"] in TORCHSCRIPT]
+    return cases
+
+
+GNN_GRAPHS = (16, 64, 256)  # graphs per batch
+
+
+def gnn_cases():
+    """The graph models (results/cpu-torch2-gnn.json): batches of 16, 64 and 256 graphs of each
+    graph-size family, SGD-momentum and AdamW (the for-loop step torch.optim runs on the CPU);
+    the GAT teacher (no_grad) with its smaller GAT student."""
+    cases = []
+    for fam in graph_zoo.FAMILIES:
+        for name, m in MODELS.items():
+            if m.family != "gnn" or name == "gnn/gat_student":
+                continue
+            cases += [case(name, opt, g, family=fam) for opt in ("sgd-momentum", "adamw") for g in GNN_GRAPHS]
+        cases += [case("gnn/gat_student", opt, g, "teacher", teacher="gnn/gat", family=fam)
+                  for opt in ("sgd-momentum", "adamw") for g in GNN_GRAPHS]
     return cases
 
 
@@ -228,8 +264,9 @@ def prepare(c, device="cpu"):
 def batch(c, device="cpu"):
     """(inputs, target) for the case's batch: the target is what the loss compares with."""
     m = MODELS[c["model"]]
-    x = m.example(c["batch"], device)
-    return x
+    if m.family == "gnn":
+        return m.example(c["batch"], device, graphs=c["family"])
+    return m.example(c["batch"], device)
 
 
 def forward(c, model, x):
@@ -239,6 +276,8 @@ def forward(c, model, x):
 
 def target_for(c, y):
     g = torch.Generator().manual_seed(7)
+    if MODELS[c["model"]].loss == "none":
+        return None
     if MODELS[c["model"]].loss == "mse":
         return torch.randn(y.shape, generator=g).to(y.device)
     if y.dim() == 3:  # classes on the last axis
@@ -247,6 +286,8 @@ def target_for(c, y):
 
 
 def loss(c, y, target):
+    if MODELS[c["model"]].loss == "none":  # the model computed its loss
+        return y
     if MODELS[c["model"]].loss == "mse":
         return F.mse_loss(y, target)
     if y.dim() == 3:
@@ -258,7 +299,8 @@ def membudget_args(c, backend="cpu"):
     """membudget estimate flags describing case c (model path first)."""
     m = MODELS[c["model"]]
     opt = c["optimizer"]
-    args = [m.file(c.get("exporter", "dynamo")), "--batch", str(c["batch"]), "--optimizer", opt.replace("-foreach", ""),
+    batch = graph_batch_args(c) if m.family == "gnn" else ["--batch", str(c["batch"])]
+    args = [m.file(c.get("exporter", "dynamo")), *batch, "--optimizer", opt.replace("-foreach", ""),
             "--loss", m.loss, "--backend", backend]
     if opt.endswith("-foreach"):
         args += ["--foreach", "1"]
@@ -275,3 +317,45 @@ def membudget_args(c, backend="cpu"):
     if c.get("teacher"):
         args += ["--teacher", MODELS[c["teacher"]].file()]
     return args
+
+
+# How a gnn case's batch of graphs reaches membudget. With the per-sample binding (branch
+# h-graphs-batch: `--per-sample nodes=37,edges=120`, data-dependent sizes bounded from the graph)
+# --batch is the number of graphs; until then every dim is bound explicitly.
+GNN_PER_SAMPLE = False
+
+
+def graph_dims(c):
+    """{dim name: elements per graph} of a gnn case's graph inputs."""
+    n, e = graph_zoo.FAMILIES[c["family"]]
+    dims = {"nodes": n, "edges": e}
+    if c["model"].startswith("gnn/vgae"):
+        dims["neg_edges"] = e
+    return dims
+
+
+def graph_batch_args(c):
+    g, per = c["batch"], graph_dims(c)
+    if GNN_PER_SAMPLE:
+        return ["--per-sample", ",".join("%s=%d" % kv for kv in per.items()), "--batch", str(g)]
+    args = ["--batch-dim", "nodes", "--batch", str(per["nodes"] * g)]
+    for d, k in per.items():
+        if d != "nodes":
+            args += ["--dim", "%s=%d" % (d, k * g)]
+    # the data-dependent sizes of each graph (export_models.py records them): the edges a
+    # self-loop mask keeps (at most, and with these batches exactly, every edge) and the number of
+    # graphs a pool reads from max(batch) + 1
+    sizes, bound = {"graphs": 1, **per}, {}
+    for name in [c["model"]] + ([c["teacher"]] if c.get("teacher") else []):
+        for value, (dim, offset) in _bounds(name).items():
+            bound[value] = sizes[dim] * g + offset
+    for value in sorted(bound):
+        args += ["--dim", "%s=%d" % (value, bound[value])]
+    return args
+
+
+def _bounds(name):
+    """{value name: (dim, offset)} for the data-dependent sizes of model name's graph."""
+    import json
+    with open(os.path.join(ROOT, MODEL_DIR, "models.json")) as f:
+        return {k: tuple(v) for k, v in json.load(f)["models"].get(name, {}).get("bounds", {}).items()}

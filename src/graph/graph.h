@@ -103,9 +103,15 @@ typedef struct mb_origin {
                              * its caller, then the node: "/layer1/layer1.0/conv1/Conv" (the
                              * TorchScript node name), "/model/layers.0/self_attn/linear_4"
                              * (from dynamo's name_scopes); NULL when unknown */
-  const char *frames;       /* its recorded stack, outermost first, one "function:line:target\n"
-                             * per frame; target: the local the frame's statement assigns, or
-                             * empty (onnx/origin.c). NULL without a stack trace */
+  const char *frames;       /* its recorded stack, outermost first, one line per frame:
+                             * "function:line:c0:c1:target:file\n"; c0, c1: the columns the
+                             * traceback's carets mark (0, 0: none); target: the local the
+                             * frame's statement assigns, or empty; file: from site-packages/
+                             * on, or its last four components (onnx/origin.c). NULL without a
+                             * stack trace */
+  const char *classes;      /* the Python modules defining the module classes it runs in, from
+                             * the root, one per line ("graph_zoo\ntorch_geometric.nn.conv.
+                             * gat_conv\n"); NULL when the export does not say */
   const char *rewrite;      /* onnxscript rewriter rules that made it ("FuseBatchNormIntoConv,
                              * RemoveOptionalBiasFromConv"): the export was optimized */
   const char *cls;          /* the class of its module ("transformers.models.llama.modeling_

@@ -12,6 +12,7 @@
  * only inform the simulation; a cut argument list reads as "unknown"). */
 #define MAX_PATH 512
 #define MAX_ARGS 1024
+#define MAX_FRAMES 4096 /* a recorded stack, one short line per frame */
 
 /* ------------------------------------------------------------------ interning */
 
@@ -27,9 +28,10 @@ void mb_interner_free(mb_interner *in) {
   memset(in, 0, sizeof *in);
 }
 
-const char *mb_intern(mb_interner *in, const char *s, size_t len) {
-  char stack[MAX_ARGS + 1];
-  if (len > MAX_ARGS) len = MAX_ARGS;
+static const char *intern_upto(mb_interner *in, const char *s, size_t len, size_t limit) {
+  char stack[MAX_FRAMES + 1];
+  if (limit > MAX_FRAMES) limit = MAX_FRAMES;
+  if (len > limit) len = limit;
   memcpy(stack, s, len);
   stack[len] = '\0';
   int32_t k = mb_strmap_get(&in->map, stack);
@@ -46,6 +48,8 @@ const char *mb_intern(mb_interner *in, const char *s, size_t len) {
   in->strs[in->n] = copy;
   return in->strs[in->n++];
 }
+
+const char *mb_intern(mb_interner *in, const char *s, size_t len) { return intern_upto(in, s, len, MAX_ARGS); }
 
 /* ------------------------------------------------------------------ TorchScript names */
 
@@ -221,6 +225,32 @@ static bool add_scope_item(void *ctx, const char *item, size_t n) {
   return true;
 }
 
+/* class_hierarchy: the module classes from the root, then the FX node's target. Kept: the
+ * modules that define the classes, one per line ("torch_geometric.nn.conv.gat_conv\n"), the
+ * target's line dropped (last_len: the length of the last line written). */
+typedef struct classes {
+  char buf[MAX_FRAMES];
+  size_t len, last_len;
+  bool overflow;
+} classes;
+
+static bool add_class_item(void *ctx, const char *item, size_t n) {
+  classes *cl = ctx;
+  const char *dot = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (item[i] == '.') dot = item + i;
+  size_t ml = dot ? (size_t)(dot - item) : n;
+  if (cl->len + ml + 2 >= sizeof cl->buf) {
+    cl->overflow = true;
+    return true;
+  }
+  memcpy(cl->buf + cl->len, item, ml);
+  cl->buf[cl->len + ml] = '\n';
+  cl->len += ml + 1;
+  cl->last_len = ml + 1;
+  return true;
+}
+
 static bool is_placeholder_scope(const char *m) {
   /* torch.export marks nodes outside any module with this placeholder scope */
   return strlen(m) >= 22 && !memcmp(m, "_empty_nn_module_stack", 22);
@@ -292,13 +322,59 @@ static size_t statement_target(const char *src, size_t n, char *out, size_t size
   return i;
 }
 
-/* A Python stack trace ('File "/a/b/c.py", line 9, in f' and the source line, outermost first)
- * kept as: site, the innermost frame as "b/c.py:f"; frames, every frame as "f:LINE:target\n"
- * (target as statement_target gives it), which sim/scopes.c reads to follow Python locals. */
+/* Where a frame's file is, in the form a module path names it: the part after site-packages/
+ * or dist-packages/ ("torch_geometric/nn/conv/gat_conv.py"), else the last four components. */
+static void file_key(const char *file, size_t n, const char **key, size_t *kl) {
+  static const char *const roots[] = {"site-packages/", "dist-packages/"};
+  *key = file;
+  *kl = n;
+  for (int r = 0; r < 2; r++) {
+    size_t rl = strlen(roots[r]);
+    for (size_t i = n; i >= rl; i--)
+      if (!memcmp(file + i - rl, roots[r], rl)) {
+        *key = file + i;
+        *kl = n - i;
+        return;
+      }
+  }
+  int seen = 0;
+  for (size_t i = n; i > 0; i--)
+    if (file[i - 1] == '/' && ++seen == 4) {
+      *key = file + i;
+      *kl = n - i;
+      return;
+    }
+}
+
+/* The columns a traceback's caret line marks under the source line ("    ^^^^^" or "~~~~^~~~"):
+ * [c0, c1), or 0, 0 when the line is not a caret line (Python prints none when the expression
+ * is the whole line, and none before 3.11). */
+static void caret_span(const char *p, const char *end, long *c0, long *c1) {
+  *c0 = *c1 = 0;
+  const char *eol = p;
+  bool marks = false;
+  while (eol < end && *eol != '\n') {
+    if (*eol == '^' || *eol == '~') marks = true;
+    else if (*eol != ' ' && *eol != '\r') return;
+    eol++;
+  }
+  if (!marks) return;
+  const char *a = p, *b = eol;
+  while (a < b && (*a == ' ')) a++;
+  while (b > a && (b[-1] == ' ' || b[-1] == '\r')) b--;
+  *c0 = (long)(a - p);
+  *c1 = (long)(b - p);
+}
+
+/* A Python stack trace ('File "/a/b/c.py", line 9, in f', the source line, and in Python 3.11+
+ * a caret line under the expression being evaluated; outermost first) kept as: site, the
+ * innermost frame as "b/c.py:f"; frames, every frame as "f:LINE:C0:C1:target:FILE\n" (the
+ * caret columns, target as statement_target gives it, the file as file_key gives it: last, as
+ * it may hold a ':'), which sim/scopes.c reads to follow Python locals. */
 static int parse_stack(const char *s, size_t len, mb_node *n, mb_interner *in) {
   const char *end = s + len, *last_file = NULL, *last_q = NULL, *last_fn = NULL;
   size_t last_fnl = 0;
-  char frames[MAX_ARGS];
+  char frames[MAX_FRAMES];
   size_t fl = 0;
   bool overflow = false;
   for (const char *p = s; p + 6 <= end; p++) {
@@ -320,9 +396,15 @@ static int parse_stack(const char *s, size_t len, mb_node *n, mb_interner *in) {
     while (fnl && (fn[fnl - 1] == '\r' || fn[fnl - 1] == ' ')) fnl--;
     const char *src = eol < end ? eol + 1 : end, *src_end = src;
     while (src_end < end && *src_end != '\n') src_end++;
+    long c0 = 0, c1 = 0;
+    if (src_end < end) caret_span(src_end + 1, end, &c0, &c1);
     char target[128];
     size_t tl = statement_target(src, (size_t)(src_end - src), target, sizeof target);
-    int w = snprintf(frames + fl, sizeof frames - fl, "%.*s:%ld:%.*s\n", (int)fnl, fn ? fn : "", line, (int)tl, target);
+    const char *key;
+    size_t kl;
+    file_key(file, (size_t)(q - file), &key, &kl);
+    int w = snprintf(frames + fl, sizeof frames - fl, "%.*s:%ld:%ld:%ld:%.*s:%.*s\n", (int)fnl, fn ? fn : "", line,
+                     c0, c1, (int)tl, target, (int)kl, key);
     if (w < 0 || (size_t)w >= sizeof frames - fl) overflow = true;
     else fl += (size_t)w;
     last_file = file;
@@ -332,7 +414,7 @@ static int parse_stack(const char *s, size_t len, mb_node *n, mb_interner *in) {
     p = q;
   }
   if (!last_file) return MB_OK;
-  if (!overflow && !(n->origin.frames = mb_intern(in, frames, fl))) return MB_E_NOMEM;
+  if (!overflow && !(n->origin.frames = intern_upto(in, frames, fl, MAX_FRAMES))) return MB_E_NOMEM;
   /* site: the innermost file's last two path components and its function */
   const char *file = last_file;
   int seen = 0;
@@ -387,6 +469,10 @@ static int use_entry(const entry *e, mb_node *n, mb_interner *in) {
     scopes sc = {0};
     if (each_item(e->value, e->value_len, add_scope_item, &sc) &&
         !(n->origin.cls = mb_intern(in, sc.prev, strlen(sc.prev))))
+      return MB_E_NOMEM;
+    classes cl = {0};
+    if (each_item(e->value, e->value_len, add_class_item, &cl) && !cl.overflow && cl.len > cl.last_len &&
+        !(n->origin.classes = intern_upto(in, cl.buf, cl.len - cl.last_len, MAX_FRAMES)))
       return MB_E_NOMEM;
   } else if (key_is(e, "pkg.torch.onnx.name_scopes")) {
     scopes sc = {0};

@@ -69,7 +69,9 @@ static const mb_grad_rule rules[MB_G_COUNT] = {
   [MB_G_GATHER]         = {"embedding", 0, {0, Y}, 0, 0, 0, 0, 0},
   [MB_G_GATHER_ELEMENTS]= {"gather", 0, {Y, Y}, 0, 0, 0, 0, 0},
   [MB_G_INDEX1]         = {"(keeps indices)", 0, {0, Y, Y}, 0, 0, 0, 0, 0},
-  [MB_G_REDUCE_SUM]     = {"sum", 0, {0}, 0, 0, 0, FP32, 0},
+  /* sum.dim_IntList: self: sum_backward(grad, self.sym_sizes(), dim, keepdim), which is
+   * grad.unsqueeze(dim).expand(sizes): a view of the output's grad */
+  [MB_G_REDUCE_SUM]     = {"sum", MB_GF_GRAD_EXPAND, {0}, 0, 0, 0, FP32, 0},
   [MB_G_REDUCE_MEAN]    = {"mean", 0, {0}, 0, 0, 0, 0, 0},
   [MB_G_REDUCE_XY]      = {"(reduction keeping input and result)", 0, {Y}, 1, 0, 0, 0, 0},
   [MB_G_REDUCE_X]       = {"(reduction keeping input)", 0, {Y}, 0, 0, 0, 0, 0},
@@ -97,6 +99,16 @@ static const mb_grad_rule rules[MB_G_COUNT] = {
   [MB_G_TRANSPOSE_LAST2]= {"transpose", MB_GF_VIEW | MB_GF_GRAD_VIEW | MB_GF_TRANSPOSE, {0}, 0, 0, 0, 0, 0},
   /* ONNX RotaryEmbedding (opset 23): x * cos + rotate(x) * sin; backward needs the caches */
   [MB_G_ROTARY]         = {"(rotary embedding)", PW, {0, Y, Y}, 0, 0, 0, 0, 0},
+  /* detach: an alias that autograd does not record; what reads it gets no gradient */
+  [MB_G_DETACH]         = {"detach", MB_GF_VIEW | MB_GF_NONDIFF, {0}, 0, 0, 0, 0, 0},
+  /* derivatives.yaml, scatter.src: self: grad.scatter(dim, index, 0), src: grad.gather(dim,
+   * index); index: non_differentiable. ScatterBackward0 keeps the index alone */
+  [MB_G_SCATTER]        = {"scatter", 0, {0, Y, 0}, 0, 0, 0, 0, 0},
+  /* scatter_add: self: grad (the grad itself), src: grad.gather(dim, index): the index alone */
+  [MB_G_SCATTER_ADD]    = {"scatter_add", 0, {0, Y, 0}, 0, 0x01, 0, 0, 0},
+  /* scatter_reduce.two: self, src: scatter_reduce_backward(grad, self, dim, index, src, reduce,
+   * include_self, result): keeps self, index, src and the result */
+  [MB_G_SCATTER_REDUCE] = {"scatter_reduce", 0, {Y, Y, Y}, 1, 0, 0, 0, 0},
   [MB_G_FUSED_GELU]     = {"gelu", PW, {Y}, 0, 0, 0, 0, 0},
   [MB_G_FUSED_SILU]     = {"silu", PW, {Y}, 0, 0, 0, 0, 0},
   [MB_G_FUSED_LAYERNORM]= {"native_layer_norm", 0, {Y}, 0, 0, MB_STATS_ROWS2, FP32, 0},

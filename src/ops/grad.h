@@ -40,6 +40,8 @@ enum mb_amp { MB_AMP_KEEP = 0, MB_AMP_LOW, MB_AMP_FP32, MB_AMP_PROMOTE };
 #define MB_GF_MATMUL 0x80u    /* operands whose batch dims cannot merge are copied (at::matmul) */
 #define MB_GF_POINTWISE 0x100u /* elementwise: the output takes the memory layout of its first
                                 * full-size input (TensorIterator), a permutation included */
+#define MB_GF_GRAD_EXPAND 0x200u /* backward hands input 0 the output grad expanded to its shape
+                                  * (sum: a stride-0 view, no new storage) */
 
 typedef struct mb_grad_rule {
   const char *torch;   /* the op autograd records, for traces */
@@ -65,6 +67,9 @@ typedef enum mb_grad_id {
   MB_G_PAD, MB_G_CUMSUM, MB_G_TOPK, MB_G_RNN, MB_G_ATTENTION,
   /* aten ops of torch 2.x exports whose ONNX form means something else (passes/aten.c) */
   MB_G_COPY, MB_G_CONTIGUOUS, MB_G_FACTORY, MB_G_SDPA, MB_G_MASKED_FILL, MB_G_TRANSPOSE_LAST2, MB_G_ROTARY,
+  MB_G_DETACH,
+  /* scatters, told apart by the ONNX reduction or the recorded aten op (plan.c, aten.c) */
+  MB_G_SCATTER, MB_G_SCATTER_ADD, MB_G_SCATTER_REDUCE,
   /* fused patterns (passes/fuse.c) */
   MB_G_FUSED_GELU, MB_G_FUSED_SILU, MB_G_FUSED_LAYERNORM, MB_G_FUSED_RMSNORM,
   MB_G_FUSED_GROUPNORM, MB_G_FUSED_LINEAR, MB_G_FUSED_ATTENTION,

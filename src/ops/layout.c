@@ -393,7 +393,8 @@ const mb_op_def mb_ops_layout[] = {
   {"", "OneHot", 9, 3, one_hot, MB_G_NONDIFF},
   {"", "GatherElements", 11, 2, gather_elements, MB_G_GATHER_ELEMENTS},
   {"", "GatherND", 11, 2, gather_nd, MB_G_INDEX1},
-  {"", "ScatterElements", 11, 3, like_input, MB_G_INDEX1},
+  /* the reduction says which scatter PyTorch ran (plan.c: refine_rule) */
+  {"", "ScatterElements", 11, 3, like_input, MB_G_SCATTER},
   {"", "ScatterND", 11, 3, like_input, MB_G_INDEX1},
   {"", "Scatter", 9, 3, like_input, MB_G_INDEX1},
   {"", "TopK", 1, 1, top_k, MB_G_TOPK},

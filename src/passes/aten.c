@@ -38,6 +38,15 @@ static const mb_aten_rule rules[] = {
   {"aten.masked_fill", MB_G_MASKED_FILL, false},      /* CastLike Where */
   {"aten.index", MB_G_INDEX1, false},                 /* Transposes, GatherND */
   {"aten.gather", MB_G_GATHER_ELEMENTS, false},       /* Cast GatherElements */
+  /* ScatterElements, whose reduction does not tell scatter_add from scatter_reduce(sum);
+   * scatter_reduce with include_self=False fills the written rows first: two ScatterElements */
+  {"aten.scatter", MB_G_SCATTER, true},
+  {"aten.scatter_add", MB_G_SCATTER_ADD, true},
+  {"aten.scatter_reduce", MB_G_SCATTER_REDUCE, true},
+  /* index_put (what torch.export makes of index_add): values: grad.index(indices), self: grad
+   * itself when accumulating: the indices alone are kept. Transposes, ScatterND */
+  {"aten.index_put", MB_G_SCATTER_ADD, false},
+  {"aten.detach", MB_G_DETACH, true},                 /* Identity: a gradient stop */
   {"aten.stack", MB_G_CONCAT, false},                 /* Unsqueeze... Concat */
   /* factories: an Expand of a scalar in ONNX (a view), a fresh tensor in PyTorch */
   {"aten.zeros", MB_G_FACTORY, true},

@@ -328,6 +328,106 @@ static void match_island(matcher *m, int32_t x, int32_t start) {
   commit(m, &f, members, n);
 }
 
+/* ---- TorchScript: If outputs that pass an outer tensor on, and detached shifts ---- */
+
+static const mb_graph *branch(const mb_node *n, const char *name) {
+  for (int32_t i = 0; i < n->n_attrs; i++)
+    if (!strcmp(n->attrs[i].name, name)) return n->attrs[i].g;
+  return NULL;
+}
+
+static int32_t branch_source(const mb_graph *bg, int32_t j) {
+  if (!bg || j >= bg->n_outputs) return -1;
+  int32_t v = bg->outputs[j];
+  for (int depth = 0; v >= 0 && depth < 8; depth++) {
+    const mb_value *val = &bg->values[v];
+    if (val->kind == MB_VALUE_OUTER) return val->outer_levels == 1 ? val->outer_index : -1;
+    if (val->kind != MB_VALUE_NODE_OUTPUT) return -1;
+    const mb_node *x = &bg->nodes[val->producer];
+    if (!is(x, "Identity") && !is(x, "Reshape") && !is(x, "Squeeze") && !is(x, "Unsqueeze") && !is(x, "Flatten"))
+      return -1;
+    v = x->inputs[0];
+  }
+  return -1;
+}
+
+int32_t mb_if_alias(const mb_graph *g, const mb_node *n, int32_t j) {
+  if (!is(n, "If") || j < 0 || j >= n->n_outputs) return -1;
+  int32_t a = branch_source(branch(n, "then_branch"), j), b = branch_source(branch(n, "else_branch"), j);
+  return a >= 0 && a == b && a < g->n_values ? a : -1;
+}
+
+/* PyG's softmax over edges subtracts each group's maximum, taken on src.detach(); the
+ * TorchScript exporter drops the detach and writes the maximum as ScatterElements(max) (a
+ * ReduceMin fill first, Ifs around), gathered back and subtracted: Sub(x, Gather(max(x))). Walk
+ * up from the subtrahend through the ops such a chain is made of: when it reaches x and holds a
+ * max or min scatter, every float op on it ran detached. */
+static void mark_detached_shifts(matcher *m, mb_fusion *out, mb_arena *a) {
+  const mb_graph *g = m->g;
+  static const char *const chain_ops[] = {"ScatterElements", "If", "Gather", "Squeeze", "Unsqueeze", "Reshape",
+                                          "Identity", "Expand", "ReduceMin", "ReduceMax", "Add", "ConstantOfShape",
+                                          "Cast", "Shape", "Concat", "Constant", "Size", "Equal", "Slice"};
+  enum { MAX_CHAIN = 64 };
+  for (int32_t k = 0; k < g->n_nodes; k++) {
+    const mb_node *s = &g->nodes[k];
+    if (!is(s, "Sub") || s->n_inputs != 2 || !mb_dtype_is_float(m->t[s->outputs[0]].dtype)) continue;
+    int32_t x = s->inputs[0], queue[MAX_CHAIN], visited[MAX_CHAIN], nq = 0, nv = 0;
+    bool ok = true, touches = false, max = false;
+    queue[nq++] = s->inputs[1];
+    for (int32_t qi = 0; qi < nq && ok; qi++) {
+      int32_t v = queue[qi];
+      if (v < 0) continue;
+      if (v == x) {
+        touches = true;
+        continue;
+      }
+      if (!mb_dtype_is_float(m->t[v].dtype)) continue; /* indices and shapes carry no gradient */
+      if (g->values[v].kind != MB_VALUE_NODE_OUTPUT) continue; /* inputs, initializers: indices, constants */
+      int32_t p = g->values[v].producer;
+      bool seen = false;
+      for (int32_t i = 0; i < nv; i++) seen |= visited[i] == p;
+      if (seen) continue;
+      const mb_node *pn = &g->nodes[p];
+      bool allowed = false;
+      for (size_t i = 0; i < sizeof chain_ops / sizeof chain_ops[0]; i++) allowed |= is(pn, chain_ops[i]);
+      if (!allowed || nv == MAX_CHAIN) {
+        ok = false;
+        break;
+      }
+      visited[nv++] = p;
+      if (is(pn, "ScatterElements")) {
+        for (int32_t i = 0; i < pn->n_attrs; i++)
+          if (!strcmp(pn->attrs[i].name, "reduction") && pn->attrs[i].s &&
+              (!strcmp(pn->attrs[i].s, "max") || !strcmp(pn->attrs[i].s, "min")))
+            max = true;
+      }
+      if (is(pn, "If")) { /* what the output read passes on */
+        int32_t src = -1;
+        for (int32_t j = 0; j < pn->n_outputs; j++)
+          if (pn->outputs[j] == v) src = mb_if_alias(g, pn, j);
+        if (src < 0 || nq == MAX_CHAIN) ok = false;
+        else queue[nq++] = src;
+        nv--; /* an If is visited once per output */
+        continue;
+      }
+      for (int32_t i = 0; i < pn->n_inputs && ok; i++) {
+        if (nq == MAX_CHAIN) ok = false;
+        else queue[nq++] = pn->inputs[i];
+      }
+    }
+    if (!ok || !touches || !max) continue;
+    if (!out->detached) {
+      out->detached = mb_arena_array(a, (size_t)g->n_nodes + 1, sizeof(bool));
+      if (!out->detached) return;
+    }
+    for (int32_t i = 0; i < nv; i++) {
+      const mb_node *pn = &g->nodes[visited[i]];
+      if (pn->n_outputs >= 1 && pn->outputs[0] >= 0 && mb_dtype_is_float(m->t[pn->outputs[0]].dtype))
+        out->detached[visited[i]] = true;
+    }
+  }
+}
+
 /* ---- torch 2.x: the ONNX nodes of one FX node run as that aten op ---- */
 
 static bool is_constant_node(const mb_graph *g, int32_t v) {
@@ -513,6 +613,7 @@ int mb_fuse(const mb_graph *g, const mb_tinfo *t, const mb_fuse_options *opt, mb
   for (int32_t k = 0; k < g->n_nodes; k++) /* group outputs too: GELU after a Linear */
     if (g->nodes[k].n_outputs >= 1 && g->nodes[k].outputs[0] >= 0)
       match_island(&m, g->nodes[k].outputs[0], k + 1);
+  mark_detached_shifts(&m, out, a);
   out->group_of = m.group_of;
   out->groups = m.groups;
   out->n_groups = m.n_groups;

@@ -27,6 +27,9 @@ typedef struct mb_fusion {
   mb_fused *groups;
   int32_t n_groups;
   bool *dead;          /* per node: exported, but not run in eager PyTorch (passes/eager.c) */
+  bool *detached;      /* per node: computes on a detached tensor in eager PyTorch, which the
+                        * TorchScript exporter does not write (softmax's shift by a max):
+                        * autograd records nothing; NULL when none */
 } mb_fusion;
 
 typedef struct mb_fuse_options {
@@ -50,6 +53,11 @@ typedef struct mb_uses {
  * the arena. */
 int mb_fuse(const mb_graph *g, const mb_tinfo *t, const mb_fuse_options *opt, mb_arena *a,
             mb_fusion *out);
+
+/* The value of the enclosing graph g that output j of If node n passes on in both branches
+ * (through Identity, Reshape, Squeeze, Unsqueeze or Flatten: a view), or -1. TorchScript's
+ * exports wrap indexing in Ifs that only reshape an outer tensor. */
+int32_t mb_if_alias(const mb_graph *g, const mb_node *n, int32_t j);
 
 /* eager.c: Hugging Face transformers build a causal mask and repeat GQA keys and values only
  * when exported; rewrite those SDPA groups to what eager training runs and mark the nodes

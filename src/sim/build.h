@@ -29,6 +29,7 @@ typedef struct mb_lnode {
   int32_t saved[MB_LN_MAX_SAVED];
   int32_t n_saved;
   bool record;            /* autograd records it: some input requires grad */
+  bool detached;          /* it runs on a detached tensor (mb_fusion.detached): never recorded */
   int32_t segment;        /* activation-checkpoint segment, or -1 */
   int32_t stats_ref;
 } mb_lnode;

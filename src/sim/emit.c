@@ -27,6 +27,8 @@ typedef struct emitter {
   bool *reached_any;  /* per value: a gradient was delivered to this trainable weight */
   bool *gview;        /* per value: the gradient held for it is a view (a linear weight's),
                        * which the engine cannot add the next one into in place */
+  bool *gexp;         /* per value: the gradient held for it is sum's expanded view of a
+                       * smaller grad (stride 0: not dense), held in that grad's storage */
   const bool *reached;
   int32_t dup_n;
 } emitter;
@@ -223,7 +225,12 @@ static void sum_into_first(emitter *e, int32_t v, int32_t c, int32_t node) {
   release(e, 0, sum, node);
 }
 
-static void deliver(emitter *e, const mb_model_state *ms, int32_t v, int32_t c, bool view, int32_t node) {
+/* expanded: c is an expanded view of a smaller grad (sum's backward). torch 2.x's input buffer
+ * adds a new grad into the held one in place when the held one is dense and referenced once,
+ * else into the new one when that is, else out of place (input_buffer.cpp: accumulate,
+ * can_accumulate_inplace): an expanded grad never takes the add; a dense one takes it. */
+static void deliver(emitter *e, const mb_model_state *ms, int32_t v, int32_t c, bool view, bool expanded,
+                    int32_t node) {
   if (ms->trainable_init[v]) {
     e->reached_any[v] = true;
     if (e->pgrad[v] < 0) { /* AccumulateGrad steals the first gradient: it becomes .grad */
@@ -237,6 +244,19 @@ static void deliver(emitter *e, const mb_model_state *ms, int32_t v, int32_t c, 
   } else if (e->gslot[v] < 0) {
     e->gslot[v] = c;
     e->gview[v] = view;
+    e->gexp[v] = expanded;
+  } else if (e->gexp[v]) {
+    int32_t old = e->gslot[v];
+    if (expanded || e->b->tr->grad_sum_copy) { /* neither is dense (or 1.13): old + new, a fresh tensor */
+      int32_t incoming = c;
+      c = fresh(e, 0, MB_SZ_VALUE, slot(e, old)->category, v, ms->rt[v], "gradient sum (out of place)");
+      if (c >= 0) ev(e, 1, 0, c, node);
+      release(e, 0, incoming, node);
+    }
+    e->gslot[v] = c; /* the new dense grad takes the old one in place and is the grad now */
+    e->gview[v] = view;
+    e->gexp[v] = false;
+    release(e, 0, old, node);
   } else {
     sum_into_first(e, v, c, node);
   }
@@ -250,51 +270,72 @@ static bool shapes_equal(const mb_model_state *ms, int32_t a, int32_t b) {
   return true;
 }
 
-/* One backward node as the engine runs it (torch/csrc/autograd/engine.cpp, evaluate_function):
- * the node computes every input gradient, its formula's temporaries come and go, the incoming
- * gradients are dropped when the call returns, its saved tensors are released, and only then
- * is each result added to the buffer of the node that needs it (where a second gradient for the
- * same tensor is summed). */
+/* A fresh storage for the grad of input i of ln (v). */
+static int32_t new_grad(emitter *e, const mb_lnode *ln, int32_t i) {
+  mb_builder *b = e->b;
+  const mb_model_state *ms = &b->ms[0];
+  int32_t v = ln->in[i], base = ms->slot_of[v];
+  bool of_weight = base >= 0 && slot(e, base)->refs == MB_PERSISTENT;
+  int32_t c = fresh(e, 0, MB_SZ_VALUE, of_weight ? MB_CAT_GRADIENT : MB_CAT_ACT_GRAD, v, ms->rt[v],
+                    ms->g->values[v].name);
+  if (c >= 0) ev(e, 1, 0, c, ln->node);
+  return c;
+}
+
+/* One backward node as the engine runs it (torch/csrc/autograd/engine.cpp): call_function runs
+ * the node, which computes every input grad (a pointwise formula computes a broadcast input's
+ * grad at the output's size, grad * other), then validate_outputs sums each broadcast grad to
+ * its input's size (sum_to), so every full-size grad lives until the node's last one exists;
+ * the node's incoming grads are dropped when call_function returns; evaluate_function releases
+ * the saved tensors; only then is each result added to the buffer of the node that needs it,
+ * where a second grad for the same tensor is summed. */
 static int backward_node(emitter *e, const mb_lnode *ln) {
   mb_builder *b = e->b;
   const mb_model_state *ms = &b->ms[0];
   const mb_grad_rule *r = ln->r;
   int32_t node = ln->node, out0 = ln->n_out ? ln->out[0] : -1;
   int32_t g0 = out0 >= 0 ? e->gslot[out0] : -1;
-  int32_t *grads = mb_arena_array(&b->a, (size_t)ln->n_in + 1, sizeof *grads);
-  bool *views = mb_arena_array(&b->a, (size_t)ln->n_in + 1, sizeof *views);
-  if (!grads || !views) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  size_t n = (size_t)ln->n_in + 1;
+  int32_t *grads = mb_arena_array(&b->a, n, sizeof *grads), *full = mb_arena_array(&b->a, n, sizeof *full);
+  int32_t *cast = mb_arena_array(&b->a, n, sizeof *cast);
+  bool *views = mb_arena_array(&b->a, n, sizeof *views), *expanded = mb_arena_array(&b->a, n, sizeof *expanded);
+  if (!grads || !full || !cast || !views || !expanded) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   for (int32_t i = 0; i < ln->n_in; i++) {
     int32_t v = ln->in[i];
-    grads[i] = -1;
+    grads[i] = full[i] = cast[i] = -1;
     if (v < 0 || !ms->rg[v] || !mb_dtype_is_float(ms->t[v].dtype)) continue;
+    bool same = i < 8 && ((r->grad_same >> i) & 1);
+    /* sum's grad is the output's grad expanded: a view, except for a weight, whose .grad
+     * AccumulateGrad makes a dense copy of */
+    bool expand = (r->flags & MB_GF_GRAD_EXPAND) && !ms->trainable_init[v];
     bool alias = g0 >= 0 && out0 >= 0 &&
-                 ((r->flags & MB_GF_GRAD_VIEW) ||
-                  (i < 8 && ((r->grad_same >> i) & 1) && shapes_equal(ms, v, out0)));
-    int32_t c;
+                 ((r->flags & MB_GF_GRAD_VIEW) || expand || (same && shapes_equal(ms, v, out0)));
     if (alias) {
-      c = g0;
-      hold(e, c);
-    } else {
-      int32_t tmp = -1;
-      if (ln->in_slot[i] >= 0 && ln->in_slot[i] != ms->slot_of[v] &&
-          slot(e, ln->in_slot[i])->dtype != ms->rt[v]) {
-        /* the grad arrives in the cast's dtype, then _to_copy's backward casts it back */
-        tmp = fresh(e, 0, MB_SZ_VALUE, MB_CAT_ACT_GRAD, v, slot(e, ln->in_slot[i])->dtype, "grad through autocast");
-        if (tmp < 0) return b->d->status;
-        ev(e, 1, 0, tmp, node);
-      }
-      int32_t base = ms->slot_of[v];
-      bool of_weight = base >= 0 && slot(e, base)->refs == MB_PERSISTENT;
-      c = fresh(e, 0, MB_SZ_VALUE, of_weight ? MB_CAT_GRADIENT : MB_CAT_ACT_GRAD, v, ms->rt[v],
-                b->ms[0].g->values[v].name);
-      if (c < 0) return b->d->status;
-      ev(e, 1, 0, c, node);
-      if (tmp >= 0) release(e, 0, tmp, node);
+      hold(e, g0);
+      grads[i] = g0;
+      views[i] = (r->flags & MB_GF_TRANSPOSE) != 0;
+      expanded[i] = expand && !shapes_equal(ms, v, out0);
+      continue;
     }
-    grads[i] = c;
+    if (ln->in_slot[i] >= 0 && ln->in_slot[i] != ms->slot_of[v] &&
+        slot(e, ln->in_slot[i])->dtype != ms->rt[v]) {
+      /* the grad arrives in the cast's dtype, then _to_copy's backward casts it back */
+      cast[i] = fresh(e, 0, MB_SZ_VALUE, MB_CAT_ACT_GRAD, v, slot(e, ln->in_slot[i])->dtype, "grad through autocast");
+      if (cast[i] < 0) return b->d->status;
+      ev(e, 1, 0, cast[i], node);
+    }
+    /* not for an input whose grad is the output's grad itself (add's): only its sum is new */
+    if ((r->flags & MB_GF_POINTWISE) && !same && out0 >= 0 && ms->t[out0].rank >= 0 && !shapes_equal(ms, v, out0)) {
+      full[i] = fresh(e, 0, MB_SZ_VALUE, MB_CAT_ACT_GRAD, out0, ms->rt[out0], "broadcast grad before sum_to");
+      if (full[i] < 0) return b->d->status;
+      ev(e, 1, 0, full[i], node);
+      continue;
+    }
+    if ((grads[i] = new_grad(e, ln, i)) < 0) return b->d->status;
+    if (cast[i] >= 0) release(e, 0, cast[i], node);
     /* linear's weight gradient is mm's result transposed back: a view */
-    views[i] = (ln->rule == MB_G_FUSED_LINEAR && i == 1) || (alias && (r->flags & MB_GF_TRANSPOSE));
+    views[i] = ln->rule == MB_G_FUSED_LINEAR && i == 1;
+    expanded[i] = false;
   }
   /* formula temporaries, alive together while the node runs */
   int32_t tmps[4], n_tmp = 0;
@@ -305,6 +346,13 @@ static int backward_node(emitter *e, const mb_lnode *ln) {
     tmps[n_tmp++] = t;
   }
   for (int32_t k = 0; k < n_tmp; k++) release(e, 0, tmps[k], node);
+  for (int32_t i = 0; i < ln->n_in; i++) { /* validate_outputs: sum_to */
+    if (full[i] < 0) continue;
+    if ((grads[i] = new_grad(e, ln, i)) < 0) return b->d->status;
+    if (cast[i] >= 0) release(e, 0, cast[i], node);
+    release(e, 0, full[i], node);
+    views[i] = expanded[i] = false;
+  }
   for (int32_t j = 0; j < ln->n_out; j++) {
     int32_t o = ln->out[j];
     if (o >= 0 && e->gslot[o] >= 0) {
@@ -314,7 +362,7 @@ static int backward_node(emitter *e, const mb_lnode *ln) {
   }
   for (int32_t k = 0; k < ln->n_saved; k++) release(e, 0, map(e, ln->saved[k]), node);
   for (int32_t i = 0; i < ln->n_in; i++)
-    if (grads[i] >= 0) deliver(e, ms, ln->in[i], grads[i], views[i], node);
+    if (grads[i] >= 0) deliver(e, ms, ln->in[i], grads[i], views[i], expanded[i], node);
   return b->d->status;
 }
 
@@ -540,7 +588,8 @@ int mb_emit_step(mb_builder *b) {
   e.owned_n = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(int32_t));
   e.reached_any = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(bool));
   e.gview = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(bool));
-  if (!e.reached_any || !e.gview) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  e.gexp = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(bool));
+  if (!e.reached_any || !e.gview || !e.gexp) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   if (!e.gslot || !e.pgrad || !e.owned_first || !e.owned_n) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   for (int32_t v = 0; v < g->n_values; v++) e.gslot[v] = e.pgrad[v] = -1;
   loss_state ls = {0};

@@ -213,6 +213,12 @@ static int64_t attr_i(const mb_node *n, const char *name, int64_t dflt) {
   return dflt;
 }
 
+static const char *attr_s(const mb_node *n, const char *name) {
+  for (int32_t i = 0; i < n->n_attrs; i++)
+    if (!strcmp(n->attrs[i].name, name)) return n->attrs[i].s;
+  return NULL;
+}
+
 /* One statistics tensor of a node (half of a pair when `half`). */
 static int stats_slot(mb_builder *b, int model, mb_lnode *ln, int stats, bool half) {
   mb_model_state *ms = &b->ms[model];
@@ -295,6 +301,22 @@ static int refine_rule(const mb_model_state *ms, const mb_node *n, int rule) {
     if (n->n_inputs > 2 && known_float(ms, n->inputs[2], &ratio) && ratio == 0) return MB_G_IDENTITY;
     if (n->n_inputs == 1 && n->opset < 12) return MB_G_IDENTITY; /* inference-only form */
   }
+  /* TorchScript writes scatter (no reduction), scatter_add and PyG's sum/mean aggregation (add),
+   * and scatter_reduce's amax/amin/prod (max, min, mul) as ScatterElements */
+  if (rule == MB_G_SCATTER) {
+    const char *red = attr_s(n, "reduction");
+    if (red && !strcmp(red, "add")) return MB_G_SCATTER_ADD;
+    if (red && strcmp(red, "none")) return MB_G_SCATTER_REDUCE;
+  }
+  /* a slice that keeps its whole input: eager indexing returns the tensor itself for a full
+   * range (at::indexing::applySlice), and the TorchScript exporter's scatter trims src to the
+   * index's shape, which it already has */
+  if (rule == MB_G_SLICE && is_op(n, "Slice") && n->n_inputs >= 1 && n->n_outputs >= 1 && n->inputs[0] >= 0 &&
+      n->outputs[0] >= 0) {
+    const mb_tinfo *x = &ms->t[n->inputs[0]], *y = &ms->t[n->outputs[0]];
+    if (x->rank == y->rank && x->rank > 0 && !memcmp(x->dims, y->dims, (size_t)x->rank * sizeof *x->dims))
+      return MB_G_IDENTITY;
+  }
   if (rule == MB_G_GATHER && n->n_inputs == 2) {
     int32_t data = n->inputs[0], idx = n->inputs[1];
     if (ms->g->values[data].kind != MB_VALUE_INITIALIZER && ms->t[idx].rank == 0) return MB_G_SLICE;
@@ -330,6 +352,25 @@ static int64_t *result_strides(mb_builder *b, const mb_model_state *ms, const mb
   return NULL;
 }
 
+/* A scatter into a tensor made for it and read by nothing else: eager code fills a fresh
+ * zeros tensor in place (PyG's aggregation: src.new_zeros(size).scatter_add_(dim, index, src));
+ * the exported graph is functional (ScatterElements makes a new tensor, the zeros die), so
+ * the result takes the zeros' storage. */
+static bool scatters_in_place(const mb_model_state *ms, const mb_lnode *ln) {
+  if (ln->rule != MB_G_SCATTER && ln->rule != MB_G_SCATTER_ADD && ln->rule != MB_G_SCATTER_REDUCE) return false;
+  int32_t d = ln->n_in ? ln->in[0] : -1;
+  if (d < 0 || ln->in_slot[0] < 0 || ln->cast_slot[0] >= 0 || ms->g->values[d].kind != MB_VALUE_NODE_OUTPUT ||
+      ms->g->values[d].num_uses != 1 || ln->n_out < 1 || ln->out[0] < 0)
+    return false;
+  const mb_tinfo *x = &ms->t[d], *y = &ms->t[ln->out[0]];
+  if (x->rank != y->rank || x->dtype != y->dtype || (x->rank > 0 && memcmp(x->dims, y->dims, (size_t)x->rank * sizeof *x->dims)))
+    return false;
+  int32_t p = ms->g->values[d].producer;
+  int32_t gi = ms->fusion.group_of[p];
+  if (gi >= 0) return ms->fusion.groups[gi].kind == MB_G_FACTORY;
+  return is_op(&ms->g->nodes[p], "ConstantOfShape");
+}
+
 static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t *n_wc) {
   mb_model_state *ms = &b->ms[model];
   const mb_graph *g = ms->g;
@@ -362,7 +403,7 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     int32_t v = ln->in[i];
     if (v >= 0 && ms->rg[v] && mb_dtype_is_float(ms->t[v].dtype)) record = true;
   }
-  if (r->flags & MB_GF_NONDIFF) record = false;
+  if ((r->flags & MB_GF_NONDIFF) || ln->detached) record = false;
   ln->record = record && model == 0;
 
   /* dtypes under the precision; autocast casts */
@@ -428,7 +469,9 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     reshape_copy = !view_strides(ms, ln, n, ln->out[0], vst) && (r->flags & MB_GF_RESHAPE);
   /* .contiguous(): a copy exactly when the input is not laid out contiguously */
   if (ln->rule == MB_G_CONTIGUOUS && ln->in[0] >= 0) reshape_copy = !is_contiguous(ms, ln->in[0]);
-  if (is_op(n, "Cast") || is_op(n, "CastLike")) {
+  /* a cast to the dtype a tensor has is the tensor itself; not when the cast ends a fused op
+   * (new_zeros as ConstantOfShape + CastLike: a fresh tensor) */
+  if ((is_op(n, "Cast") || is_op(n, "CastLike")) && ln->rule == MB_G_CAST) {
     int32_t to = ln->out[0] >= 0 ? device_dtype(b, ms->t[ln->out[0]].dtype) : 0;
     if (b->pure && to == MB_DTYPE_FLOAT) to = b->low;
     if (ln->in[0] >= 0 && to == ms->rt[ln->in[0]]) {
@@ -449,7 +492,9 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     if (j == 1 && ln->rule == MB_G_DROPOUT && b->tr->cpu && ln->in[0] >= 0) ms->rt[o] = ms->rt[ln->in[0]];
     ms->rg[o] = ln->record && mb_dtype_is_float(od);
     ms->host[o] = host;
-    if (view && !reshape_copy && ln->in_slot[0] >= 0 && !host) {
+    if (j == 0 && scatters_in_place(ms, ln)) {
+      ms->slot_of[o] = ln->in_slot[0]; /* x.new_zeros(size).scatter_add_(dim, index, src) */
+    } else if (view && !reshape_copy && ln->in_slot[0] >= 0 && !host) {
       ms->slot_of[o] = ln->in_slot[0];
       ms->rt[o] = ln->in[0] >= 0 ? ms->rt[ln->in[0]] : ms->rt[o];
       /* a split's parts are narrowed views like its first; a sequence keeps its source's */
@@ -509,6 +554,13 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
   return MB_OK;
 }
 
+static bool if_aliases(const mb_graph *g, const mb_node *n) {
+  if (!is_op(n, "If") || n->n_outputs < 1) return false;
+  for (int32_t j = 0; j < n->n_outputs; j++)
+    if (n->outputs[j] < 0 || mb_if_alias(g, n, j) < 0) return false;
+  return true;
+}
+
 /* Activation checkpointing: a node belongs to the segment of the outermost module it runs in
  * that a checkpoint glob names. A glob names a module by its PyTorch path ("model.layers.*",
  * "encoder.layer.3") or, starting with '/', by the scope form of TorchScript node names
@@ -562,7 +614,10 @@ int mb_build_lnodes(mb_builder *b, int model) {
   ms->host = mb_arena_array(&b->a, nv, sizeof(bool));
   ms->trainable_init = mb_arena_array(&b->a, nv, sizeof(bool));
   ms->strides = mb_arena_array(&b->a, nv, sizeof(int64_t *));
-  ms->ln = mb_arena_array(&b->a, (size_t)g->n_nodes + 1, sizeof(mb_lnode));
+  int32_t n_if_out = 0;
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    if (is_op(&g->nodes[k], "If")) n_if_out += g->nodes[k].n_outputs;
+  ms->ln = mb_arena_array(&b->a, (size_t)g->n_nodes + (size_t)n_if_out + 1, sizeof(mb_lnode));
   wcache *wc = ms->wc = mb_arena_array(&b->a, (size_t)g->n_inits + 1, sizeof(wcache));
   if (!ms->slot_of || !ms->rt || !ms->rg || !ms->host || !ms->trainable_init || !ms->strides || !ms->ln || !wc)
     return mb_fail(b->d, MB_E_NOMEM, "out of memory");
@@ -589,8 +644,24 @@ int mb_build_lnodes(mb_builder *b, int model) {
       ln->n_out = 1;
       ln->out = &f->out;
       ln->stats_ref = f->stats_ref;
+    } else if (if_aliases(g, n)) {
+      /* an If whose branches only reshape outer tensors (TorchScript's indexing): each output
+       * is a view of the tensor it passes on */
+      for (int32_t j = 0; j < n->n_outputs; j++) {
+        ln = &ms->ln[ms->n_ln];
+        memset(ln, 0, sizeof *ln);
+        int32_t *src = mb_arena_array(&b->a, 1, sizeof(int32_t));
+        if (!src) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+        *src = mb_if_alias(g, n, j);
+        *ln = (mb_lnode){.node = k, .rule = MB_G_RESHAPE, .n_in = 1, .in = src, .n_out = 1, .out = &n->outputs[j],
+                         .stats_ref = -1};
+        if (build_one(b, model, ln, wc, &ms->n_wc) != MB_OK) return b->d->status;
+        ms->n_ln++;
+      }
+      continue;
     } else {
       ln->rule = refine_rule(ms, n, n->op ? n->op->grad : MB_G_DEFAULT);
+      ln->detached = ms->fusion.detached && ms->fusion.detached[k];
       /* CastLike's second input only names the dtype: not read, not kept, no gradient path */
       ln->n_in = is_op(n, "CastLike") && n->n_inputs > 1 ? 1 : n->n_inputs;
       ln->in = n->inputs;

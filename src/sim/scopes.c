@@ -51,31 +51,102 @@ static size_t entered_module(const char *pn, const char *cn) {
  * each node's stack (mb_origin.frames): the module forwards from the root to the node's own,
  * each with its line and the local its statement assigns. Without stacks nothing is held. */
 
-/* Frame `level` (0 = the root module's forward) of the forward frames in frames: line and
- * target; false when the stack has no such frame. Non-forward frames (helper functions) are
- * skipped; the forwards are matched to the module levels from the innermost. */
-static bool frame_at(const char *frames, int32_t levels, int32_t level, long *line, const char **target,
-                     size_t *target_len) {
-  int32_t count = 0;
-  for (const char *p = frames; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p))
-    if (!strncmp(p, "forward:", 8)) count++;
-  int32_t want = count - levels + level; /* the innermost forward is the innermost level */
-  if (want < 0 || level >= levels) return false;
-  int32_t k = 0;
-  for (const char *p = frames; *p;) {
+typedef struct frame_info {
+  int32_t index;              /* its position in the stack */
+  long line, c0, c1;          /* c0 == c1: no caret line (the expression is the whole line) */
+  const char *target;
+  size_t target_len;
+} frame_info;
+
+typedef struct frame_rec {
+  const char *fn, *file, *target;
+  size_t fn_len, file_len, target_len, offset; /* offset: of its line in the frames text */
+  long line, c0, c1;
+} frame_rec;
+
+enum { MAX_STACK = 128 };
+
+/* The frames of a recorded stack (origin.c: "fn:line:c0:c1:target:file\n" each), outermost
+ * first; -1 when malformed. */
+static int32_t parse_frames(const char *frames, frame_rec *fr) {
+  int32_t n = 0;
+  for (const char *p = frames; *p && n < MAX_STACK;) {
     const char *eol = strchr(p, '\n');
-    if (!eol) return false;
-    if (!strncmp(p, "forward:", 8) && k++ == want) {
-      char *rest;
-      *line = strtol(p + 8, &rest, 10);
-      if (*rest != ':') return false;
-      *target = rest + 1;
-      *target_len = (size_t)(eol - rest - 1);
-      return true;
+    if (!eol) return -1;
+    const char *f[6];
+    size_t fl[6];
+    const char *q = p;
+    for (int k = 0; k < 6; k++) { /* the file is the rest of the line */
+      const char *c = k < 5 ? memchr(q, ':', (size_t)(eol - q)) : eol;
+      if (!c) return -1;
+      f[k] = q;
+      fl[k] = (size_t)(c - q);
+      q = c + 1;
     }
+    fr[n] = (frame_rec){f[0], f[5], f[4], fl[0], fl[5], fl[4], (size_t)(p - frames), strtol(f[1], NULL, 10),
+                        strtol(f[2], NULL, 10), strtol(f[3], NULL, 10)};
+    n++;
     p = eol + 1;
   }
-  return false;
+  return n;
+}
+
+static bool fn_is(const frame_rec *f, const char *name) {
+  return f->fn_len == strlen(name) && !memcmp(f->fn, name, f->fn_len);
+}
+
+static bool torch_module(const char *mod, size_t ml) { return ml >= 6 && !memcmp(mod, "torch.", 6); }
+static bool torch_file(const frame_rec *f) { return f->file_len >= 6 && !memcmp(f->file, "torch/", 6); }
+
+/* Frame `level` (0 = the root module's forward) of a node's recorded stack: the forward of the
+ * module at that level; false when the stack has none. The stack holds the forwards of the
+ * modules it runs in, innermost last, and wrappers outside the root (membudget's output
+ * selector, the exporter's own); a strict (dynamo) export leaves out the frames of torch's own
+ * modules (nn.Sequential, nn.Embedding, in files under torch/). So with the module classes
+ * known (origin.classes) the levels take the forwards from the innermost, except that a torch
+ * module whose next frame is not in torch's files has none; without classes the forwards are
+ * matched to the module levels from the innermost. */
+static bool frame_at(const mb_origin *o, int32_t levels, int32_t level, frame_info *fi) {
+  frame_rec fr[MAX_STACK];
+  int32_t n = parse_frames(o->frames, fr);
+  if (n < 0) return false;
+  int32_t want = -1;
+  int32_t n_cls = 0;
+  for (const char *c = o->classes; c && *c; c++) n_cls += *c == '\n';
+  if (o->classes && n_cls == levels) {
+    const char *mods[64];
+    size_t ml[64];
+    if (levels > 64) return false;
+    const char *c = o->classes;
+    for (int32_t k = 0; k < levels; k++) {
+      const char *eol = strchr(c, '\n');
+      mods[k] = c;
+      ml[k] = (size_t)(eol - c);
+      c = eol + 1;
+    }
+    int32_t j = n - 1;
+    for (int32_t l = levels - 1; l >= level; l--) {
+      while (j >= 0 && !fn_is(&fr[j], "forward")) j--;
+      bool frameless = j < 0 || (torch_module(mods[l], ml[l]) && !torch_file(&fr[j]));
+      if (l == level) want = frameless ? -1 : j;
+      if (!frameless) j--;
+    }
+  } else {
+    int32_t count = 0;
+    for (int32_t k = 0; k < n; k++) count += fn_is(&fr[k], "forward");
+    int32_t nth = count - levels + level; /* the innermost forward is the innermost level */
+    if (nth < 0 || level >= levels) return false;
+    for (int32_t k = 0, seen = 0; k < n; k++)
+      if (fn_is(&fr[k], "forward") && seen++ == nth) want = k;
+  }
+  if (want < 0) return false;
+  fi->index = want;
+  fi->line = fr[want].line;
+  fi->c0 = fr[want].c0;
+  fi->c1 = fr[want].c1;
+  fi->target = fr[want].target;
+  fi->target_len = fr[want].target_len;
+  return true;
 }
 
 /* The number of modules a scope runs in (its components before the node's own name), and the
@@ -98,10 +169,35 @@ static size_t level_prefix(const char *scope, int32_t level) {
 
 typedef struct stmt {
   int32_t first, last;      /* lnodes of one execution of one statement */
-  long line;
+  long line, c0, c1;        /* c0, c1: the caret columns of its last lnode's frame */
   const char *target;
   size_t target_len;
 } stmt;
+
+/* Does lnode q (at `level`, frame fi) continue the statement execution st, whose last lnode
+ * is prev? Python evaluates a statement's sub-expressions inner before outer and left to
+ * right, so within one execution each expression the traceback's carets mark encloses the
+ * previous one or lies right of it; one inside or left of the previous starts the next
+ * execution (`for conv in convs: h = F.elu(conv(h))`: conv's call, then elu's around it, then
+ * the next conv's inside it). The same expression again is the same call when it is one op or
+ * one child module's call. Without carets (Python before 3.11, or an expression that is the
+ * whole line): the same line, and no return from a child call into another one (`for blk in
+ * blocks: h = blk(h)` runs the line once per block, while `h = blk(torch.cat([h, s]))` runs cat
+ * in the module itself, then blk). */
+static bool same_execution(const mb_model_state *ms, const stmt *st, int32_t q, int32_t level, const frame_info *fi) {
+  if (st->line != fi->line) return false;
+  const mb_origin *prev = &ms->g->nodes[ms->ln[st->last].node].origin, *cur = &ms->g->nodes[ms->ln[q].node].origin;
+  bool own = scope_levels(cur->scope) == level + 1, prev_own = scope_levels(prev->scope) == level + 1;
+  size_t child = level_prefix(cur->scope, level + 1), pchild = level_prefix(prev->scope, level + 1);
+  bool same_child = !own && !prev_own && pchild == child && !strncmp(prev->scope, cur->scope, child);
+  if (st->c1 > st->c0 && fi->c1 > fi->c0) {
+    if (fi->c0 == st->c0 && fi->c1 == st->c1)
+      return own && prev_own ? cur->fx == prev->fx : own != prev_own || same_child;
+    bool inside = fi->c0 >= st->c0 && fi->c1 <= st->c1, left = fi->c1 <= st->c0;
+    return !inside && !left;
+  }
+  return prev_own || same_child;
+}
 
 /* Hold each bound local's storage until it is rebound or its module returns. */
 static int local_holds(mb_builder *b, mb_model_state *ms, const int32_t *producer, int32_t *until, int32_t *n) {
@@ -121,30 +217,25 @@ static int local_holds(mb_builder *b, mb_model_state *ms, const int32_t *produce
         continue;
       }
       size_t plen = level_prefix(o->scope, level);
-      int32_t end = i, n_st = 0;
+      int32_t end = i, n_st = 0, depth = -1;
       while (end < ms->n_ln) {
         const mb_origin *q = &ms->g->nodes[ms->ln[end].node].origin;
         if (!q->scope || !q->frames || scope_levels(q->scope) <= level || strncmp(q->scope, o->scope, plen) ||
             q->scope[plen] != '/')
           break;
-        long line;
-        const char *t;
-        size_t tl;
-        if (!frame_at(q->frames, scope_levels(q->scope), level, &line, &t, &tl)) break;
-        /* one statement execution: the same line, and no return from a child call into
-         * another one (`for blk in blocks: h = blk(h)` runs the line once per block, while
-         * `h = blk(torch.cat([h, s]))` runs cat in the module itself, then blk) */
-        bool own = scope_levels(q->scope) == level + 1; /* a node of this module itself */
-        size_t child = level_prefix(q->scope, level + 1);
-        bool same = n_st && st[n_st - 1].line == line;
-        if (same) {
-          const char *prev = ms->g->nodes[ms->ln[st[n_st - 1].last].node].origin.scope;
-          bool prev_own = scope_levels(prev) == level + 1;
-          size_t pchild = level_prefix(prev, level + 1);
-          same = prev_own ? true : !own && pchild == child && !strncmp(prev, q->scope, child);
+        frame_info fi;
+        if (!frame_at(q, scope_levels(q->scope), level, &fi)) break;
+        /* the module's forward at another depth of the stack: a forward the first one called
+         * (`return loss(super().forward(x))`) has returned, or another has begun */
+        if (depth >= 0 && fi.index != depth) break;
+        depth = fi.index;
+        if (n_st && same_execution(ms, &st[n_st - 1], end, level, &fi)) {
+          st[n_st - 1].last = end;
+          st[n_st - 1].c0 = fi.c0;
+          st[n_st - 1].c1 = fi.c1;
+        } else {
+          st[n_st++] = (stmt){end, end, fi.line, fi.c0, fi.c1, fi.target, fi.target_len};
         }
-        if (same) st[n_st - 1].last = end;
-        else st[n_st++] = (stmt){end, end, line, t, tl};
         end++;
       }
       if (end == i) end = i + 1;
@@ -171,6 +262,76 @@ static int local_holds(mb_builder *b, mb_model_state *ms, const int32_t *produce
   }
   free(st);
   return MB_OK;
+}
+
+/* ---- PyTorch Geometric's message passing ----
+ * MessagePassing.propagate (and edge_updater) first calls collect, which lifts the node
+ * tensors to the edges (`x_j = self._index_select(x, edge_index_j)`) and returns them in a
+ * tuple that propagate keeps in `kwargs` until it returns (torch_geometric/nn/conv/
+ * propagate.jinja, collect.jinja): x_j lives through message, aggregate and update even when
+ * no backward keeps it (GCNConv's x_j when the edge weights need no grad). Each local that a
+ * statement of collect binds is held until the propagate call's last node. */
+static bool passes_messages(const frame_rec *fr, int32_t n, int32_t *k) {
+  for (int32_t i = 0; i + 1 < n; i++)
+    if ((fn_is(&fr[i], "propagate") || fn_is(&fr[i], "edge_updater")) && fr[i + 1].fn_len >= 7 &&
+        !memcmp(fr[i + 1].fn + fr[i + 1].fn_len - 7, "collect", 7)) {
+      *k = i;
+      return true;
+    }
+  return false;
+}
+
+/* Does lnode j run inside the same propagate call (frame k of frames, text before it `key`)? */
+static bool in_call(const mb_model_state *ms, int32_t j, const char *key, size_t key_len, const char *fn, size_t fn_len,
+                    const char *mod, size_t mod_len) {
+  const mb_origin *o = &ms->g->nodes[ms->ln[j].node].origin;
+  if (!o->frames || !o->scope || strncmp(o->scope, mod, mod_len) || o->scope[mod_len] != '/') return false;
+  if (strncmp(o->frames, key, key_len)) return false;
+  const char *p = o->frames + key_len;
+  return !strncmp(p, fn, fn_len) && p[fn_len] == ':';
+}
+
+static void message_passing_holds(mb_builder *b, mb_model_state *ms, const int32_t *producer, int32_t *until,
+                                  int32_t *n_holds) {
+  frame_rec fr[MAX_STACK];
+  for (int32_t i = 0; i < ms->n_ln;) {
+    const mb_origin *o = &ms->g->nodes[ms->ln[i].node].origin;
+    int32_t n = o->frames && o->scope ? parse_frames(o->frames, fr) : -1, k;
+    if (n < 0 || !passes_messages(fr, n, &k)) {
+      i++;
+      continue;
+    }
+    const char *key = o->frames, *fn = fr[k].fn, *mod = o->scope;
+    size_t key_len = fr[k].offset, fn_len = fr[k].fn_len, mod_len = scope_len(o->scope);
+    int32_t end = i;
+    while (end + 1 < ms->n_ln && in_call(ms, end + 1, key, key_len, fn, fn_len, mod, mod_len)) end++;
+    /* collect's statements: the last lnode of each run of one line binds its target */
+    for (int32_t j = i; j <= end; j++) {
+      const mb_origin *q = &ms->g->nodes[ms->ln[j].node].origin;
+      frame_rec qf[MAX_STACK];
+      int32_t qn = parse_frames(q->frames, qf);
+      if (qn <= k + 1 || qf[k].fn_len != fn_len || memcmp(qf[k].fn, fn, fn_len) || qf[k + 1].fn_len < 7 ||
+          memcmp(qf[k + 1].fn + qf[k + 1].fn_len - 7, "collect", 7) || !qf[k + 1].target_len)
+        continue;
+      if (j < end) {
+        const mb_origin *nx = &ms->g->nodes[ms->ln[j + 1].node].origin;
+        frame_rec nf[MAX_STACK];
+        int32_t nn = parse_frames(nx->frames, nf);
+        if (nn > k + 1 && nf[k + 1].line == qf[k + 1].line && fn_is(&nf[k + 1], "collect") == fn_is(&qf[k + 1], "collect"))
+          continue; /* the statement goes on */
+      }
+      const mb_lnode *ln = &ms->ln[j];
+      int32_t v = ln->n_out ? ln->out[0] : -1;
+      if (v < 0 || ms->host[v] || producer[v] < 0) continue;
+      int32_t s = ms->slot_of[v];
+      if (s < 0 || b->p->slots[s].refs == MB_PERSISTENT) continue;
+      if (end > until[s]) {
+        if (until[s] < 0) (*n_holds)++;
+        until[s] = end;
+      }
+    }
+    i = end + 1;
+  }
 }
 
 int mb_module_holds(mb_builder *b, int model, mb_hold **out, int32_t *n_out) {
@@ -214,6 +375,7 @@ int mb_module_holds(mb_builder *b, int model, mb_hold **out, int32_t *n_out) {
     }
   }
   if (local_holds(b, ms, producer, until, &n) != MB_OK) return b->d->status;
+  message_passing_holds(b, ms, producer, until, &n);
   if (!n) return MB_OK;
   mb_hold *h = mb_arena_array(&b->a, (size_t)n, sizeof(mb_hold));
   if (!h) return mb_fail(b->d, MB_E_NOMEM, "out of memory");

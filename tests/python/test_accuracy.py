@@ -23,9 +23,11 @@ PEERS = compare.load_peers()
 
 
 def case_id(rc):
+    """Unique per case: torch 2.x's cases differ by exporter too, the graph cases by family."""
     r, c = rc
-    return "%s-torch%d-%s-%s-%s-b%d" % (r["machine"]["kind"], compare.torch_major(r), c["model"], c["kind"],
-                                        c["optimizer"], c["batch"])
+    extra = "".join("-" + c[k] for k in ("exporter", "family") if c.get(k))
+    return "%s-torch%d-%s-%s-%s-b%d%s" % (r["machine"]["kind"], compare.torch_major(r), c["model"], c["kind"],
+                                          c["optimizer"], c["batch"], extra)
 
 
 def test_truth_files_exist_and_are_self_consistent():

@@ -253,3 +253,26 @@ def test_transpose_and_slice_values_at_rank_3(cli, tmp_path, as_float):
     assert s["tt"] == [2, 2, 2] and s["ts"] == [2, 2, 2]
     assert s["tt_flat_probe"] == [1, 3, 5, 7, 2, 4, 6, 8]
     assert s["ts_flat_probe"] == [4, 2, 8, 6, 3, 1, 7, 5]
+
+
+def test_a_data_dependent_scalar_is_bound_by_name(cli, tmp_path):
+    """PyG's global_mean_pool sizes its output by the number of graphs, max(batch) + 1, as torch
+    2.x's dynamo exporter writes it: ReduceMax over the `batch` input, + 1, then ConstantOfShape
+    ([graphs, F]). The batch vector's values are data: the size is unknown until the user binds
+    the scalar by its tensor's name, as a data-dependent dim is bound (--dim max_1=63)."""
+    nodes = [
+        node("ReduceMax", ["batch"], "max_1", keepdims=0),
+        const("one", 1), node("Add", ["max_1", "one"], "graphs"),
+        const("ax0", [0]), node("Unsqueeze", ["graphs", "ax0"], "graphs_1"),
+        const("feat", [8]), node("Concat", ["graphs_1", "feat"], "size", axis=0),
+        probe("pooled", "size"),
+    ]
+    path = model(nodes, [tensor("batch", "nodes", dtype=I64)], [tensor("pooled", "graphs", 8, dtype=I64)], [],
+                 tmp_path / "pool.onnx", opset=20)
+    # unbound, the default bound for PyG's batch vector applies and is named: at most a graph
+    # per node (max(batch) <= nodes - 1)
+    p = run(cli, "shapes", path, "--dim", "nodes=100")
+    assert p.returncode == 0 and "max_1" in p.stderr and "at most 99" in p.stderr
+    assert shapes_of(cli, path, "--dim", "nodes=100")["pooled"] == [100, 8]
+    got = shapes_of(cli, path, "--dim", "nodes=100", "--dim", "max_1=63")
+    assert got["max_1"] == [] and got["pooled"] == [64, 8]

@@ -323,3 +323,160 @@ def test_a_local_holds_its_tensor_until_rebound(cli, tmp_path):
     # with them: h1 lives on through b, so the forward's peak is h1's bytes higher
     assert held["forward_peak"] - plain["forward_peak"] == 4 * b * 256
     assert held["activations"] == plain["activations"]  # the forward's end is the same
+
+
+# ---- recorded stacks as torch 2.15's exporter writes them ----
+# Each frame: File "<path>", line N, in <function>, the source line, and (Python 3.11+) a caret
+# line under the expression being evaluated. A strict (dynamo) export adds its own wrapper frame
+# outside the root and leaves out the frames of torch's own modules (nn.Embedding, nn.Sequential);
+# pkg.torch.onnx.class_hierarchy names each module's class.
+
+WRAPPER = ("/v/site-packages/torch/_dynamo/functional_export.py", 243, "forward",
+           "res = self._export_root(*args, **kwargs)", "self._export_root(*args, **kwargs)")
+
+
+def traced(node, scopes, classes, frames):
+    """node with name_scopes, class_hierarchy and a stack of frames (path, line, function,
+    source, marked expression or None)."""
+    lines = []
+    for path, line, fn, src, mark in frames:
+        lines.append('  File "%s", line %d, in %s\n    %s' % (path, line, fn, src))
+        if mark is not None:
+            col = src.index(mark)
+            lines.append("    " + " " * col + "^" * len(mark))
+    node.metadata_props.add(key="pkg.torch.onnx.name_scopes", value=repr(scopes))
+    node.metadata_props.add(key="pkg.torch.onnx.class_hierarchy", value=repr(classes))
+    node.metadata_props.add(key="pkg.torch.onnx.stack_trace", value="\n".join(lines))
+    return node
+
+
+def forward_of(cli, path, batch, *extra):
+    from estimate_util import EXACT, estimate
+    return estimate(cli, path, "--batch", str(batch), "--loss", "mse", "--optimizer", "sgd", *EXACT, *extra)
+
+
+def test_frames_of_torch_modules_left_out(cli, tmp_path):
+    """Net.forward: h = self.enc(x); y = -h. Enc.forward: return torch.cat([self.ids(x), x], -1),
+    ids an nn.Embedding (here a Neg) whose frame a strict export leaves out. The list's Neg output
+    is a temporary: freed once cat ran. Matching the frames to the modules from the innermost
+    would give the embedding the wrapper's frame and its `res` local, holding it to the end."""
+    m = "/w/m.py"
+    root_10 = (m, 10, "forward", "h = self.enc(x)", "self.enc(x)")
+    enc_3 = (m, 3, "forward", "return torch.cat([self.ids(x), x], dim=-1)", "self.ids(x)")
+    nodes = [
+        traced(helper.make_node("Neg", ["x"], ["e"], name="node_neg"), ["", "enc", "enc.ids", "neg"],
+               ["m.Net", "m.Enc", "torch.nn.modules.sparse.Embedding", "aten.neg.default"], [WRAPPER, root_10, enc_3]),
+        traced(helper.make_node("Concat", ["e", "x"], ["c"], name="node_cat", axis=1), ["", "enc", "cat"],
+               ["m.Net", "m.Enc", "aten.cat.default"],
+               [WRAPPER, root_10, enc_3[:4] + ("torch.cat([self.ids(x), x], dim=-1)",)]),
+        traced(helper.make_node("Neg", ["c"], ["y"], name="node_neg_1"), ["", "neg_1"], ["m.Net", "aten.neg.default"],
+               [WRAPPER, (m, 11, "forward", "y = -h", "-h")]),
+    ]
+    path = model(nodes, [tensor("x", "batch", 64)], [tensor("y", "batch", 128)], [], tmp_path / "enc.onnx", opset=20)
+    b = 4
+    got = forward_of(cli, path, b)
+    x, c = 4 * b * 64, 4 * b * 128
+    inputs = x + c  # x and the MSE target
+    # e, c (e freed), y: at most c and y live at once
+    assert got["forward_peak"] == inputs + 2 * c
+
+
+def loop_graph(tmp_path):
+    """Net.forward: h = -x (line 10), then `for conv in self.convs: h = torch.exp(conv(h))`
+    (line 12) twice; each conv's forward is `return torch.cat([h, h], 1)` (twice the width).
+    The statement runs conv's call, then exp around it: a local h lives until the statement binds
+    the next one. The carets tell the two executions of line 12 apart (the next conv's call lies
+    inside the previous exp)."""
+    m = "/w/m.py"
+    src = "h = torch.exp(conv(h))"
+    conv_call, exp_call = (m, 12, "forward", src, "conv(h)"), (m, 12, "forward", src, "torch.exp(conv(h))")
+    nodes = [traced(helper.make_node("Neg", ["x"], ["a"], name="node_neg"), ["", "neg"], ["m.Net", "aten.neg.default"],
+                    [WRAPPER, (m, 10, "forward", "h = -x", "-x")])]
+    h = "a"
+    for i in range(2):
+        nodes.append(traced(helper.make_node("Concat", [h, h], ["c%d" % i], name="node_cat_%d" % i, axis=1),
+                            ["", "convs.%d" % i, "cat_%d" % i], ["m.Net", "m.Conv", "aten.cat.default"],
+                            [WRAPPER, conv_call, (m, 3, "forward", "return torch.cat([h, h], 1)",
+                                                  "torch.cat([h, h], 1)")]))
+        nodes.append(traced(helper.make_node("Exp", ["c%d" % i], ["e%d" % i], name="node_exp_%d" % i),
+                            ["", "exp_%d" % i], ["m.Net", "aten.exp.default"], [WRAPPER, exp_call]))
+        h = "e%d" % i
+    return model(nodes, [tensor("x", "batch", 64)], [tensor("e1", "batch", 256)], [], tmp_path / "loop.onnx",
+                 opset=20)
+
+
+def test_loop_statements_are_told_apart_by_their_carets(cli, tmp_path):
+    b = 4
+    got = forward_of(cli, loop_graph(tmp_path), b)
+    t = 4 * b * 64  # a; c0, e0: 2t; c1, e1: 4t
+    # a, c0, e0 (then h is rebound: a and c0 go), c1, e1 while e0, bound to h, lives on
+    assert got["forward_peak"] == (t + 4 * t) + (2 * t + 4 * t + 4 * t)  # x and the target; e0, c1, e1
+
+
+def test_a_forward_called_through_super_returns_its_locals(cli, tmp_path):
+    """Sub(Base).forward: return -(super().forward(x)); Base.forward: z = -x; return torch.exp(z).
+    z is a local of Base.forward, which has returned by the time Sub negates its result: the
+    same module at another depth of the stack."""
+    m = "/w/m.py"
+    outer = (m, 20, "forward", "return -(super().forward(x))", "super().forward(x)")
+    nodes = [
+        traced(helper.make_node("Neg", ["x"], ["z"], name="node_neg"), ["", "neg"], ["m.Sub", "aten.neg.default"],
+               [WRAPPER, outer, (m, 10, "forward", "z = -x", "-x")]),
+        traced(helper.make_node("Exp", ["z"], ["e"], name="node_exp"), ["", "exp"], ["m.Sub", "aten.exp.default"],
+               [WRAPPER, outer, (m, 11, "forward", "return torch.exp(z)", "torch.exp(z)")]),
+        traced(helper.make_node("Neg", ["e"], ["y"], name="node_neg_1"), ["", "neg_1"], ["m.Sub", "aten.neg.default"],
+               [WRAPPER, outer[:4] + ("-(super().forward(x))",)]),
+    ]
+    path = model(nodes, [tensor("x", "batch", 64)], [tensor("y", "batch", 64)], [], tmp_path / "super.onnx", opset=20)
+    b = 4
+    t = 4 * b * 64
+    # z, e (z freed: Base.forward returned), y
+    assert forward_of(cli, path, b)["forward_peak"] == 2 * t + 2 * t
+
+
+def test_pyg_propagate_keeps_what_collect_lifted(cli, tmp_path):
+    """PyG's MessagePassing.propagate keeps what collect lifted to the edges (x_j) in `kwargs`
+    until it returns (torch_geometric/nn/conv/propagate.jinja): GCNConv's message
+    edge_weight.view(-1, 1) * x_j keeps nothing (no weights here), yet x_j lives through the
+    aggregation: zeros(N, F).scatter_add_(0, dst, message)."""
+    m, pyg = "/w/m.py", "/v/site-packages/torch_geometric/nn/conv/"
+    prop = pyg + "gcn_conv_GCNConv_propagate_abc.py"
+    head = [WRAPPER, (m, 10, "forward", "h = self.conv(x, src, dst, w)", "self.conv(x, src, dst, w)"),
+            (pyg + "gcn_conv.py", 263, "forward", "out = self.propagate(edge_index, x=x, edge_weight=w)",
+             "self.propagate(edge_index, x=x, edge_weight=w)")]
+    collect = head + [(prop, 183, "propagate", "kwargs = self.collect(", None),
+                      (prop, 96, "collect", "x_j = self._index_select(x, edge_index_j)",
+                       "self._index_select(x, edge_index_j)")]
+    message = head + [(prop, 209, "propagate", "out = self.message(", None),
+                      (pyg + "gcn_conv.py", 271, "message", "return edge_weight.view(-1, 1) * x_j",
+                       "edge_weight.view(-1, 1) * x_j")]
+    aggregate = head + [(prop, 245, "propagate", "out = self.aggregate(", None),
+                        ("/v/site-packages/torch_geometric/utils/_scatter.py", 70, "scatter",
+                         "return src.new_zeros(size).scatter_add_(dim, index, src)", None)]
+    cls = ["m.Net", "torch_geometric.nn.conv.gcn_conv.GCNConv"]
+
+    def t(node, frames):
+        return traced(node, ["", "conv", node.output[0]], cls + ["aten.x.default"], frames)
+
+    nodes = [
+        t(helper.make_node("Gather", ["x", "src"], ["xj"], name="n_xj", axis=0), collect),
+        t(helper.make_node("Mul", ["w", "xj"], ["msg"], name="n_msg"), message),
+        t(helper.make_node("Shape", ["x"], ["xs"], name="n_xs"), aggregate),
+        t(helper.make_node("ConstantOfShape", ["xs"], ["zeros"], name="n_zeros"), aggregate),
+        t(helper.make_node("Constant", [], ["ax"], name="n_ax", value=helper.make_tensor("ax", TensorProto.INT64, [1],
+                                                                                          [1])), aggregate),
+        t(helper.make_node("Unsqueeze", ["dst", "ax"], ["dst1"], name="n_dst1"), aggregate),
+        t(helper.make_node("Shape", ["msg"], ["ms"], name="n_ms"), aggregate),
+        t(helper.make_node("Expand", ["dst1", "ms"], ["ix"], name="n_ix"), aggregate),
+        t(helper.make_node("ScatterElements", ["zeros", "ix", "msg"], ["y"], name="n_y", axis=0, reduction="add"),
+          aggregate),
+    ]
+    inputs = [tensor("x", "batch", 40), tensor("src", "edges", dtype=TensorProto.INT64),
+              tensor("dst", "edges", dtype=TensorProto.INT64), tensor("w", "edges", 1)]
+    path = model(nodes, inputs, [tensor("y", "batch", 40)], [], tmp_path / "pyg.onnx", opset=20)
+    n, e = 4, 12
+    got = forward_of(cli, path, n, "--dim", "edges=%d" % e)
+    node_t, edge_t = 4 * n * 40, 4 * e * 40
+    inputs = node_t + 2 * 8 * e + 4 * e + node_t  # x, src, dst, w, the target
+    # x_j, the message, then the zeros (the output, filled in place) while x_j is still held
+    assert got["forward_peak"] == inputs + 2 * edge_t + node_t
