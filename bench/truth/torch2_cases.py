@@ -322,7 +322,7 @@ def membudget_args(c, backend="cpu"):
 # How a gnn case's batch of graphs reaches membudget. With the per-sample binding (branch
 # h-graphs-batch: `--per-sample nodes=37,edges=120`, data-dependent sizes bounded from the graph)
 # --batch is the number of graphs; until then every dim is bound explicitly.
-GNN_PER_SAMPLE = False
+GNN_PER_SAMPLE = True
 
 
 def graph_dims(c):
