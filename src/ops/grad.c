@@ -28,7 +28,7 @@ static const mb_grad_rule rules[MB_G_COUNT] = {
   /* cat: backward hands each input a narrow() view of the output grad */
   [MB_G_CONCAT]         = {"cat", MB_GF_GRAD_VIEW, {0}, 0, 0, 0, PROM, 0},
   /* expand: a stride-0 view; backward sums to the input's size */
-  [MB_G_EXPAND]         = {"expand", MB_GF_VIEW, {0}, 0, 0, 0, 0, 0},
+  [MB_G_EXPAND]         = {"expand", MB_GF_VIEW, {0}, 0, 0x1, 0, 0, 0}, /* sum_to of an unexpanded shape is the grad itself */
   [MB_G_CAST]           = {"_to_copy", PW, {0}, 0, 0, 0, 0, 0},
   [MB_G_SAVE_X]         = {"(keeps input)", PW, {Y}, 0, 0, 0, 0, 0},
   [MB_G_SAVE_X_FP32]    = {"(keeps input, fp32 under autocast)", PW, {Y}, 0, 0, 0, FP32, 0},

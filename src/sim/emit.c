@@ -230,9 +230,21 @@ static void sum_into_first(emitter *e, int32_t v, int32_t c, int32_t node) {
  * else into the new one when that is, else out of place (input_buffer.cpp: accumulate,
  * can_accumulate_inplace): an expanded grad never takes the add; a dense one takes it. */
 static void deliver(emitter *e, const mb_model_state *ms, int32_t v, int32_t c, bool view, bool expanded,
-                    int32_t node) {
+                    bool shared, int32_t node) {
   if (ms->trainable_init[v]) {
     e->reached_any[v] = true;
+    if (e->pgrad[v] < 0 && shared) {
+      /* the very tensor another input also receives (add hands its grad to both operands: a
+       * position embedding at batch 1, not broadcast) is not AccumulateGrad's to steal: .grad
+       * is a clone (accumulate_grad.h, accumulateGrad: use_count above the expected references).
+       * A view of a shared grad (cat's narrow slices) is a tensor of its own, stolen whole. */
+      int32_t g = fresh(e, 0, MB_SZ_VALUE, MB_CAT_GRADIENT, v, ms->rt[v], ms->g->values[v].name);
+      if (g < 0) return;
+      ev(e, 1, 0, g, node);
+      release(e, 0, c, node);
+      c = g;
+      view = expanded = false;
+    }
     if (e->pgrad[v] < 0) { /* AccumulateGrad steals the first gradient: it becomes .grad */
       e->pgrad[v] = c;
       e->gview[v] = view;
@@ -299,10 +311,13 @@ static int backward_node(emitter *e, const mb_lnode *ln) {
   int32_t *grads = mb_arena_array(&b->a, n, sizeof *grads), *full = mb_arena_array(&b->a, n, sizeof *full);
   int32_t *cast = mb_arena_array(&b->a, n, sizeof *cast);
   bool *views = mb_arena_array(&b->a, n, sizeof *views), *expanded = mb_arena_array(&b->a, n, sizeof *expanded);
-  if (!grads || !full || !cast || !views || !expanded) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  bool *itself = mb_arena_array(&b->a, n, sizeof *itself); /* gets the output's grad tensor itself */
+  if (!grads || !full || !cast || !views || !expanded || !itself) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  int32_t n_itself = 0;
   for (int32_t i = 0; i < ln->n_in; i++) {
     int32_t v = ln->in[i];
     grads[i] = full[i] = cast[i] = -1;
+    itself[i] = false;
     if (v < 0 || !ms->rg[v] || !mb_dtype_is_float(ms->t[v].dtype)) continue;
     bool same = i < 8 && ((r->grad_same >> i) & 1);
     /* sum's grad is the output's grad expanded: a view, except for a weight, whose .grad
@@ -315,6 +330,8 @@ static int backward_node(emitter *e, const mb_lnode *ln) {
       grads[i] = g0;
       views[i] = (r->flags & MB_GF_TRANSPOSE) != 0;
       expanded[i] = expand && !shapes_equal(ms, v, out0);
+      itself[i] = !(r->flags & MB_GF_GRAD_VIEW) && !expand;
+      n_itself += itself[i];
       continue;
     }
     if (ln->in_slot[i] >= 0 && ln->in_slot[i] != ms->slot_of[v] &&
@@ -362,7 +379,7 @@ static int backward_node(emitter *e, const mb_lnode *ln) {
   }
   for (int32_t k = 0; k < ln->n_saved; k++) release(e, 0, map(e, ln->saved[k]), node);
   for (int32_t i = 0; i < ln->n_in; i++)
-    if (grads[i] >= 0) deliver(e, ms, ln->in[i], grads[i], views[i], expanded[i], node);
+    if (grads[i] >= 0) deliver(e, ms, ln->in[i], grads[i], views[i], expanded[i], itself[i] && n_itself > 1, node);
   return b->d->status;
 }
 
