@@ -468,6 +468,23 @@ static uint64_t dtype_bytes(int32_t dtype, uint64_t numel) {
   return bytes;
 }
 
+/* nn.BatchNorm's num_batches_tracked: an int64 buffer per layer that keeps running statistics,
+ * which the exporters leave out (its add_ is not part of the graph's computation) */
+static int batchnorm_counters(emitter *e) {
+  mb_builder *b = e->b;
+  for (int m = 0; m < 2; m++) {
+    const mb_graph *g = b->ms[m].g;
+    if (!g || (m == 1 && !b->tr->teacher)) continue;
+    for (int32_t k = 0; k < g->n_nodes; k++) {
+      const mb_node *n = &g->nodes[k];
+      if (n->domain[0] || strcmp(n->op_type, "BatchNormalization") || n->n_inputs < 5 || n->inputs[3] < 0) continue;
+      if (g->values[n->inputs[3]].kind != MB_VALUE_INITIALIZER) continue;
+      if (fixed(e, m, m ? MB_CAT_TEACHER : MB_CAT_BUFFER, 8, "num_batches_tracked", 1) < 0) return b->d->status;
+    }
+  }
+  return MB_OK;
+}
+
 static int emit_setup(emitter *e, loss_state *ls) {
   mb_builder *b = e->b;
   const mb_train *tr = b->tr;
@@ -503,6 +520,12 @@ static int emit_setup(emitter *e, loss_state *ls) {
         fixed(e, 0, MB_CAT_EMA, dtype_bytes(dt, ct->numel), "EMA copy", 1) < 0)
       return b->d->status;
   }
+  /* torch.optim's step counters: a 4-byte tensor per parameter, on the CPU unless the step is
+   * capturable or fused, so device memory only when the model trains on the CPU */
+  if (tr->cpu && mb_optim_get(tr->optimizer)->step_tensor)
+    for (int32_t v = 0; v < g->n_values; v++)
+      if (ms->trainable_init[v] && fixed(e, 0, MB_CAT_OPTIMIZER, 4, "optimizer step", 1) < 0) return b->d->status;
+  if (batchnorm_counters(e) != MB_OK) return b->d->status;
   bool gemm = false;
   for (int m = 0; m < 2; m++)
     for (int32_t i = 0; i < b->ms[m].n_ln; i++) gemm |= (b->ms[m].ln[i].r->flags & MB_GF_CUBLAS) != 0;

@@ -7,25 +7,25 @@
 #include <string.h>
 
 static const mb_optim_def table[MB_OPT_COUNT] = {
-  /* name            models                                    states layout     foreach loop single init
+  /* name            models                                    states layout     foreach loop single init step
    * single: the for-loop step (foreach=False, the default on CPU): Adam's denom is
    * (exp_avg_sq.sqrt() / bc2).add_(eps), two parameter-sized tensors for a moment; RMSprop's
    * and Adagrad's sqrt().add_(eps), one. */
-  [MB_OPT_SGD]         = {"sgd", "torch.optim.SGD(momentum=0), foreach", 0, MB_OPTIM_PLAIN, 0, 0, 0, false},
-  [MB_OPT_SGD_MOMENTUM]= {"sgd-momentum", "torch.optim.SGD(momentum>0), foreach", 1, MB_OPTIM_PLAIN, 0, 0, 0, false},
+  [MB_OPT_SGD]         = {"sgd", "torch.optim.SGD(momentum=0), foreach", 0, MB_OPTIM_PLAIN, 0, 0, 0, false, false},
+  [MB_OPT_SGD_MOMENTUM]= {"sgd-momentum", "torch.optim.SGD(momentum>0), foreach", 1, MB_OPTIM_PLAIN, 0, 0, 0, false, false},
   /* exp_avg, exp_avg_sq; the foreach step allocates exp_avg_sq.sqrt() as one list */
-  [MB_OPT_ADAM]        = {"adam", "torch.optim.Adam, foreach", 2, MB_OPTIM_PLAIN, 1, 0, 2, false},
-  [MB_OPT_ADAMW]       = {"adamw", "torch.optim.AdamW, foreach", 2, MB_OPTIM_PLAIN, 1, 0, 2, false},
-  [MB_OPT_ADAM_AMSGRAD]= {"adam-amsgrad", "torch.optim.Adam(amsgrad=True), foreach", 3, MB_OPTIM_PLAIN, 1, 0, 2, false},
-  [MB_OPT_ADAMW_AMSGRAD]={"adamw-amsgrad", "torch.optim.AdamW(amsgrad=True), foreach", 3, MB_OPTIM_PLAIN, 1, 0, 2, false},
+  [MB_OPT_ADAM]        = {"adam", "torch.optim.Adam, foreach", 2, MB_OPTIM_PLAIN, 1, 0, 2, false, true},
+  [MB_OPT_ADAMW]       = {"adamw", "torch.optim.AdamW, foreach", 2, MB_OPTIM_PLAIN, 1, 0, 2, false, true},
+  [MB_OPT_ADAM_AMSGRAD]= {"adam-amsgrad", "torch.optim.Adam(amsgrad=True), foreach", 3, MB_OPTIM_PLAIN, 1, 0, 2, false, true},
+  [MB_OPT_ADAMW_AMSGRAD]={"adamw-amsgrad", "torch.optim.AdamW(amsgrad=True), foreach", 3, MB_OPTIM_PLAIN, 1, 0, 2, false, true},
   /* uint8 states with an fp32 absmax per 256-element block; small tensors keep fp32 states */
-  [MB_OPT_ADAMW_8BIT]  = {"adamw-8bit", "bitsandbytes AdamW8bit (blocksize 256)", 2, MB_OPTIM_8BIT, 0, 0, 0, false},
+  [MB_OPT_ADAMW_8BIT]  = {"adamw-8bit", "bitsandbytes AdamW8bit (blocksize 256)", 2, MB_OPTIM_8BIT, 0, 0, 0, false, false},
   /* row and column second moments for matrices, a full one for vectors; no momentum */
-  [MB_OPT_ADAFACTOR]   = {"adafactor", "torch.optim.Adafactor, single-tensor", 1, MB_OPTIM_FACTORED, 0, 2, 0, false},
+  [MB_OPT_ADAFACTOR]   = {"adafactor", "torch.optim.Adafactor, single-tensor", 1, MB_OPTIM_FACTORED, 0, 2, 0, false, true},
   /* exp_avg; the update is a sign() of a cloned interpolation, one parameter at a time */
-  [MB_OPT_LION]        = {"lion", "lion-pytorch Lion", 1, MB_OPTIM_PLAIN, 0, 1, 0, false},
-  [MB_OPT_RMSPROP]     = {"rmsprop", "torch.optim.RMSprop(momentum=0), foreach", 1, MB_OPTIM_PLAIN, 1, 0, 1, false},
-  [MB_OPT_ADAGRAD]     = {"adagrad", "torch.optim.Adagrad, foreach", 1, MB_OPTIM_PLAIN, 1, 0, 1, true},
+  [MB_OPT_LION]        = {"lion", "lion-pytorch Lion", 1, MB_OPTIM_PLAIN, 0, 1, 0, false, false},
+  [MB_OPT_RMSPROP]     = {"rmsprop", "torch.optim.RMSprop(momentum=0), foreach", 1, MB_OPTIM_PLAIN, 1, 0, 1, false, true},
+  [MB_OPT_ADAGRAD]     = {"adagrad", "torch.optim.Adagrad, foreach", 1, MB_OPTIM_PLAIN, 1, 0, 1, true, true},
 };
 
 int mb_optim_find(const char *name) {

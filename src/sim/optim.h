@@ -20,6 +20,8 @@ typedef struct mb_optim_def {
   int32_t loop_temps;     /* parameter-sized temporaries of a per-parameter loop (largest one) */
   int32_t single_temps;   /* the same for the foreach=False implementation, when foreach is off */
   bool states_at_init;    /* created in the constructor (Adagrad), so present on step one */
+  bool step_tensor;       /* state['step'] = torch.tensor(0.0) per parameter: a 4-byte tensor on
+                           * the CPU (not capturable or fused), so device memory only there */
 } mb_optim_def;
 
 enum { MB_OPTIM_PLAIN, MB_OPTIM_8BIT, MB_OPTIM_FACTORED };

@@ -43,7 +43,9 @@ def check(got, s, acts, *, keys=("forward_peak", "backward_peak", "optimizer_pea
 #    x [B,3,8,8] -> c [B,4,8,8] -> y [B,4,8,8] -> r -> p [B,4,4,4] -> f [B,64] -> logits [B,10]
 # ---------------------------------------------------------------------------------------------
 
-CONV_W, BN_AFFINE, BN_RUNNING = f32(4, 3, 3, 3), 2 * f32(4), 2 * f32(4)
+# BatchNorm's buffers: running mean and var, and num_batches_tracked, an int64 the exporters
+# leave out of the graph (it is bumped in place and read by nothing) but the module keeps
+CONV_W, BN_AFFINE, BN_RUNNING = f32(4, 3, 3, 3), 2 * f32(4), 2 * f32(4) + 8
 HEAD_W, HEAD_B = f32(10, 64), f32(10)
 CONV_PARAMS = CONV_W + BN_AFFINE + HEAD_W + HEAD_B  # 3064
 
