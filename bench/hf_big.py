@@ -27,6 +27,8 @@ DEFAULT_PYTHON = "/work/main/bench/truth/.venv2/bin/python"
 COMMON = ["--seq-len", "4096", "--precision", "amp-bf16", "--gpu", "h100-80gb"]
 CASES = [
     ("8b", "llama3_8b.json", []),
+    ("8b", "llama3_8b.json", ["--checkpointing"]),
+    ("8b", "llama3_8b.json", ["--lora", "r=16,targets=q_proj,v_proj"]),
     ("8b", "llama3_8b.json", ["--lora", "r=16,targets=q_proj,v_proj", "--checkpointing"]),
     ("70b", "llama3_70b.json", []),
     ("70b", "llama3_70b.json", ["--lora", "r=16,targets=q_proj,v_proj", "--checkpointing"]),

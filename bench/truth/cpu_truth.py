@@ -327,6 +327,9 @@ def main():
     if a.resume and os.path.exists(a.out):
         with open(a.out) as f:
             done = {key(c): c for c in json.load(f)["cases"]}
+        # a resumed run that selects some cases keeps the file's others, before the selection
+        selected = {key(c) for c in cases}
+        out["cases"] = [c for k, c in done.items() if k not in selected]
     measured = {}  # torch 2.x: cases that differ only in the exporter share one measurement
     for c in cases:
         if key(c) in done:

@@ -46,6 +46,9 @@ CONFIGS = {
     "t5": ("T5Config", "AutoModelForSeq2SeqLM", dict(
         vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=4, num_decoder_layers=4,
         num_heads=8, decoder_start_token_id=0), "eager"),
+    "t5_sdpa": ("T5Config", "AutoModelForSeq2SeqLM", dict(
+        vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=4, num_decoder_layers=4,
+        num_heads=8, decoder_start_token_id=0), "sdpa"),
 }
 
 VOCAB = {name: cfg[2].get("vocab_size") for name, cfg in CONFIGS.items()}
@@ -67,7 +70,7 @@ def inputs(name, b, device="cpu"):
     g = torch.Generator().manual_seed(1)
     if name == "vit":
         return (torch.randn(b, 3, 224, 224, generator=g).to(device),)
-    if name == "t5":
+    if name.startswith("t5"):
         src = torch.randint(0, VOCAB[name], (b, T5_SRC), generator=g)
         tgt = torch.randint(0, VOCAB[name], (b, T5_TGT), generator=g)
         return (src.to(device), tgt.to(device))
@@ -78,7 +81,7 @@ def forward(name, model, x):
     """The model's logits for positional inputs x (keyword names as Hugging Face wants them)."""
     if name == "vit":
         return model(pixel_values=x[0]).logits
-    if name == "t5":
+    if name.startswith("t5"):
         return model(input_ids=x[0], decoder_input_ids=x[1]).logits
     return model(input_ids=x[0]).logits
 

@@ -14,7 +14,10 @@ saved activations against the truth, then PyTorch's MemTracker on the same step
 (peer_memtracker.py: its error, or why it could not run) and the two tools' times: membudget's
 CLI process (load and estimate, best of 3) and MemTracker's whole estimate under FakeTensorMode.
 
---readme rewrites the tables in README.md between its accuracy markers.
+--readme rewrites README.md between its accuracy markers: the torch 1.13 table in full, and for
+torch 2.x one row per model and graph (the largest errors over its setups and batches, the
+medians of the peer's error and of both tools' times); every torch 2.x case is in
+docs/accuracy-cases.md, which --readme writes too.
 """
 import argparse
 import os
@@ -92,12 +95,12 @@ def peer_summary(rows):
     ours = [abs(r["err_peak"]) for r in ran]
     theirs = [abs(r["memtracker"]["err_peak"]) for r in ran]
     ratio = [r["memtracker"]["seconds"] / r["seconds"] for r in ran]
-    worse = sum(1 for a, b in zip(ours, theirs) if a > b)
+    excess = [a - b for a, b in zip(ours, theirs) if a > b]
     return (" MemTracker ran %d of %d cases (%d failed): peak median |error| %.2f%%, largest %.2f%% (membudget on "
-            "the same cases: %.2f%%, %.2f%%; membudget's error larger on %d); membudget %.0fx to %.0fx faster "
-            "(median %.0fx)." % (len(ran), len(rows), len(failed), statistics.median(theirs), max(theirs),
-                                 statistics.median(ours), max(ours), worse, min(ratio), max(ratio),
-                                 statistics.median(ratio)))
+            "the same cases: %.2f%%, %.2f%%; larger than MemTracker's on %d cases, by at most %.3f points, where "
+            "MemTracker is byte-exact); membudget %.0fx to %.0fx faster (median %.0fx)." % (
+                len(ran), len(rows), len(failed), statistics.median(theirs), max(theirs), statistics.median(ours),
+                max(ours), len(excess), max(excess, default=0), min(ratio), max(ratio), statistics.median(ratio)))
 
 
 def table(result, rows):
@@ -122,26 +125,69 @@ def table(result, rows):
     return "\n".join(lines)
 
 
+def model_rows(rows):
+    """torch 2.x, one row per (model, exporter): the largest errors and the median times."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["model"], r["kind"], r["exporter"]), []).append(r)
+    lines = [
+        "| model | kind | graph | cases | peak: largest error | forward peak | activations | MemTracker: median "
+        "peak error | membudget ms (median) | MemTracker s (median) |",
+        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for (model, kind, exporter), rs in groups.items():
+        worst = {k: max((r[k] for r in rs), key=abs) for k in compare.ERRORS}
+        ran = [r["memtracker"] for r in rs if r["memtracker"] and "err_peak" in r["memtracker"]]
+        failed = [r["memtracker"]["error"] for r in rs if r["memtracker"] and "error" in r["memtracker"]]
+        if ran:
+            mt = "%.2f%%" % statistics.median(abs(m["err_peak"]) for m in ran)
+            mt_s = "%.2f" % statistics.median(m["seconds"] for m in ran)
+        elif failed:
+            mt, mt_s = "fails: %s" % failed[0][:90], "-"
+        else:
+            mt, mt_s = "not run", "-"
+        lines.append("| %s | %s | %s | %d | %+.2f%% | %+.2f%% | %+.2f%% | %s | %.0f | %s |" % (
+            model, kind, exporter, len(rs), worst["err_peak"], worst["err_fwd"], worst["err_act"], mt,
+            1000 * statistics.median(r["seconds"] for r in rs), mt_s))
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cli", default=os.path.join(compare.ROOT, "build", "release", "membudget"))
     ap.add_argument("--readme", action="store_true")
     a = ap.parse_args()
-    parts = []
+    parts, short, full = [], [], []
     peers = compare.load_peers()
-    for result in compare.load_results():
-        rows = [compare.compare(a.cli, c, peers, timed=compare.torch_major(result) >= 2) for c in result["cases"]]
-        parts.append("**%s** (`%s`)\n\n%s" % (result["machine"]["kind"].upper() + " truth", result["path"],
-                                             table(result, rows)))
-    text = "\n\n".join(parts)
-    print(text)
+    # torch 2.x first (what users run), its graph models next, torch 1.13 last
+    for result in sorted(compare.load_results(), key=lambda r: (-compare.torch_major(r), "gnn" in r["path"])):
+        torch2 = compare.torch_major(result) >= 2
+        rows = [compare.compare(a.cli, c, peers, timed=torch2) for c in result["cases"]]
+        for r, c in zip(rows, result["cases"]):
+            r["exporter"] = c.get("exporter", "dynamo") if torch2 else "torchscript"
+        title = "**%s truth, PyTorch %s** (`%s`)" % (result["machine"]["kind"].upper(), result["machine"]["torch"],
+                                                     result["path"])
+        body = table(result, rows)
+        parts.append("%s\n\n%s" % (title, body))
+        if not torch2:
+            short.append(parts[-1])
+            continue
+        full.append(parts[-1])
+        head, summary = body.split("\n\n")[0], body.split("\n\n")[-1]
+        short.append("%s\n\n%s\n\n%s\n\n%s" % (title, head, "\n".join(model_rows(rows)), summary))
+    print("\n\n".join(parts))
     if a.readme:
         path = os.path.join(compare.ROOT, "README.md")
         with open(path) as f:
             readme = f.read()
         i, j = readme.index(BEGIN) + len(BEGIN), readme.index(END)
         with open(path, "w") as f:
-            f.write(readme[:i] + "\n" + text + "\n" + readme[j:])
+            f.write(readme[:i] + "\n" + "\n\n".join(short) +
+                    "\n\nEvery torch 2.x case: [docs/accuracy-cases.md](docs/accuracy-cases.md).\n" + readme[j:])
+        with open(os.path.join(compare.ROOT, "docs", "accuracy-cases.md"), "w") as f:
+            f.write("# Every torch 2.x truth case\n\nGenerated by `python3 bench/truth/report.py --readme` from "
+                    "`bench/truth/results/`; how the truth is measured: [accuracy.md](accuracy.md).\n\n" +
+                    "\n\n".join(full) + "\n")
 
 
 if __name__ == "__main__":

@@ -102,9 +102,10 @@ def _zoo(name, loss="ce"):
 
 
 def _hf(name):
-    keywords = {"vit": ["pixel_values"], "t5": ["input_ids", "decoder_input_ids"]}.get(name, ["input_ids"])
+    keywords = (["pixel_values"] if name == "vit" else ["input_ids", "decoder_input_ids"] if name.startswith("t5")
+                else ["input_ids"])
     dims = {}
-    if name == "t5":
+    if name.startswith("t5"):
         dims = {"input_ids": {1: "sequence"}, "decoder_input_ids": {1: "decoder_sequence"}}
     elif name != "vit":
         dims = {"input_ids": {1: "sequence"}}
@@ -115,6 +116,24 @@ def _hf(name):
 
     return Model("hf/" + name, "hf", build, lambda b, device: hf_zoo.inputs(name, b, device),
                  keywords=keywords, dims=dims)
+
+
+def _hf_masked(name):
+    """The model called with an attention mask (a quarter of each sequence padding), as a
+    training loop over padded batches calls it: the mask's own ops (where, the extended mask)
+    join the step."""
+    base = _hf(name)
+    src = base.keywords.index("input_ids")
+
+    def example(b, device):
+        x = list(base.example(b, device))
+        mask = torch.ones_like(x[src])
+        mask[:, mask.shape[1] * 3 // 4:] = 0
+        return tuple(x[:src + 1] + [mask] + x[src + 1:])
+
+    keywords = base.keywords[:src + 1] + ["attention_mask"] + base.keywords[src + 1:]
+    dims = dict(base.dims, attention_mask={1: "sequence"})
+    return Model("hf/%s_mask" % name, "hf", base.build, example, keywords=keywords, dims=dims)
 
 
 def _hf_lora(name):
@@ -158,7 +177,8 @@ def models():
     ms = [_zoo("resnet18"), _zoo("resnet50"), _zoo("mobilenet_v3_large"), _zoo("vit_b_16"),
           _zoo("bert_base_like"), _zoo("gpt2_small_like"), _zoo("unet_like", "mse")]
     ms += [_hf(n) for n in ("llama", "llama_eager", "qwen2", "gpt2", "bert", "vit", "t5")]
-    ms += [_hf_lora("llama")]
+    # T5 in eager attention (above) and in SDPA, the default of transformers 5, with a padding mask
+    ms += [_hf_masked("t5"), _hf_masked("t5_sdpa"), _hf_lora("llama")]
     ms += [_tv("convnext_tiny"), _tv("efficientnet_b0"), _tv("swin_t"),
            _tv("deeplabv3_mobilenet_v3_large", segmentation=True)]
     ms += [_gnn(n) for n in ("gat", "gatv2", "gcn", "sage", "gin", "gat_student", "vgae_loss")]
@@ -179,7 +199,7 @@ OPTIMIZERS = {
 # forward binds to locals (held until rebound: sim/scopes.c) is unknowable from it (forward peak
 # 1.8% to 3.7% low at batch 1 to 4, measured; docs/accuracy.md)
 TORCHSCRIPT = ("zoo/resnet18", "zoo/resnet50", "zoo/mobilenet_v3_large", "zoo/vit_b_16", "zoo/bert_base_like",
-               "zoo/gpt2_small_like", "hf/bert", "hf/vit", "hf/t5",
+               "zoo/gpt2_small_like", "hf/bert", "hf/vit", "hf/t5", "hf/t5_mask", "hf/t5_sdpa_mask",
                "tv/convnext_tiny", "tv/efficientnet_b0", "tv/swin_t", "tv/deeplabv3_mobilenet_v3_large")
 
 # Hugging Face gradient checkpointing wraps each of these layers (module paths of the export)
@@ -306,7 +326,7 @@ def membudget_args(c, backend="cpu"):
         args += ["--foreach", "1"]
     for axes in m.dims.values():
         for d in axes.values():
-            size = hf_zoo.T5_TGT if d == "decoder_sequence" else hf_zoo.T5_SRC if m.name == "hf/t5" else hf_zoo.SEQ
+            size = hf_zoo.T5_TGT if d == "decoder_sequence" else hf_zoo.T5_SRC if m.name.startswith("hf/t5") else hf_zoo.SEQ
             args += ["--dim", "%s=%d" % (d, size)]
     if c["kind"] == "lora":
         args += ["--freeze", "*", "--trainable", "*lora_A*", "--trainable", "*lora_B*"]
