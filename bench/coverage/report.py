@@ -163,11 +163,13 @@ def render(results):
             out.append(f"| {name} | {exporter} | {len(sel)} | {len(ok)} | {c[0]} | {c[1]} | {c[2]} |")
     out += ["", "## membudget failures, by cause", "",
             "A failing row is charged to its first failing stage; `info` rows also list initializers whose role "
-            "disagrees with the PyTorch module (its parameter and buffer names). These are membudget's to fix.", "",
-            "| stage | cause | rows | example |", "|---|---|---:|---|"]
+            "disagrees with the PyTorch module (its parameter and buffer names).", "",
+            "| stage | cause | rows | example | why |", "|---|---|---:|---|---|"]
     for (stage, c), items in groups(rows):
         names = ", ".join(sorted(k for k, _, _ in items)[:6]) + (" …" if len(items) > 6 else "")
-        out.append(f"| {stage} | `{c}` | {len(items)} | {names} |")
+        reason = ROLE_LIMITS.get(c, "membudget's to fix") if all(k.endswith(".torchscript") for k, _, _ in items) \
+            else "membudget's to fix"
+        out.append(f"| {stage} | `{c}` | {len(items)} | {names} | {reason} |")
     pairs = exporter_pairs(rows)
     close = sum(1 for _, pk, act in pairs if abs(pk) <= 0.01 and abs(act) <= 0.01)
     out += ["", "## The same module through both exporters", "",
@@ -196,6 +198,17 @@ def render(results):
                        f"{params_cell(r)} | {why(r).replace('|', '/')} |")
     return "\n".join(out) + "\n"
 
+
+# Role disagreements that a TorchScript graph cannot settle: it does not say which initializers
+# are buffers, and the dynamo graph of the same module (its placeholders do) has none of them
+ROLE_LIMITS = {
+    "buffers counted as trainable parameters": "a TorchScript graph does not mark buffers: a float buffer read like a "
+        "weight (BART's final_logits_bias added to the logits, Swin V2's relative_coords_table fed to its MLP) looks "
+        "like a parameter; the dynamo graph of the same module is right; `--freeze NAME` fixes the estimate",
+    "parameters not counted as trainable (role constant)": "a TorchScript graph does not mark parameters: a "
+        "one-element float parameter (CLIP's logit_scale) looks like a constant; the dynamo graph of the same module "
+        "is right; `--trainable NAME` fixes the estimate",
+}
 
 # Why the two graphs of one module differ, where that is known (with what settles it)
 EXPORTER_DIFFERENCES = {
