@@ -140,8 +140,11 @@ def _default_dynamic(module: "_torch.nn.Module", kwargs: Mapping[str, Any]) -> D
     return out
 
 
-def _dim_name(d: Any) -> str:
-    return d if isinstance(d, str) else d.__name__
+def _dim_name(d: Any) -> Optional[str]:
+    """A dim's name: a string, a torch.export.Dim's name, None for a static axis."""
+    if d is None or isinstance(d, str):
+        return d
+    return d.__name__
 
 
 def _example_dims(module, args, kwargs, dynamic: Mapping[Any, Mapping[int, Any]]) -> Dict[str, int]:
