@@ -7,7 +7,7 @@ Run with a Python that has torch 2.x and torch_geometric (the bench/truth venv: 
 torch_geometric 2.8.1):
 
     PYTHONPATH=bindings/python MEMBUDGET_LIBRARY=build/release/libmembudget.so \
-        /work/main/bench/truth/.venv2/bin/python models/make_gnn_models.py [NAME...]
+        /work/main/bench/truth/.venv2/bin/python models/make_gnn_models.py [NAME...] [can_sizes.csv]
 
 The models are bench/truth/graph_zoo.py's (the CPU truth's): a CAN-id embedding 2048 x 32 and 8
 numeric features per node, three message-passing layers, a mean pool per graph, a linear head.
@@ -19,7 +19,8 @@ node-indexed axes are the dim ``nodes``, edge_index's axis 1 ``edges`` (the VGAE
 ``neg_edges``). Dynamo: ``torch.onnx.export(dynamo=True, optimize=False)`` with
 ``torch.export.Dim(name, min=1)``; TorchScript: ``dynamo=False, training=TRAINING,
 do_constant_folding=False, opset_version=17``, with PyG's pooled graph count kept a traced
-tensor (membudget._pyg.traced_pool_sizes).
+tensor (membudget._pyg.traced_pool_sizes). can_sizes.csv: 20,000 graphs' sizes for --graph-sizes
+(write_sizes).
 """
 from __future__ import annotations
 
@@ -96,9 +97,28 @@ def export(name):
     ])
 
 
+SIZES = "can_sizes.csv"
+
+
+def write_sizes(path, graphs=20000, seed=20):
+    """A data set's graph sizes for --graph-sizes: windows of CAN traffic of 16 to 64 nodes (CAN
+    ids seen in the window) and 2.5 to 4 edges per node, seeded (random.Random(seed)); made up
+    in the shape of the KD-GAT windows, not measured on a data set."""
+    import random
+    rng = random.Random(seed)
+    with open(path, "w") as f:
+        f.write("nodes,edges\n")
+        for _ in range(graphs):
+            nodes = rng.randint(16, 64)
+            f.write(f"{nodes},{round(nodes * rng.uniform(2.5, 4.0))}\n")
+
+
 def main():
-    names = sys.argv[1:] or list(MODELS)
+    names = sys.argv[1:] or list(MODELS) + [SIZES]
     os.makedirs(OUT, exist_ok=True)
+    if SIZES in names:
+        write_sizes(os.path.join(OUT, SIZES))
+        names = [n for n in names if n != SIZES]
     truth_path = os.path.join(OUT, "truth.json")
     doc = json.load(open(truth_path)) if os.path.exists(truth_path) else {}
     doc["_header"] = {

@@ -177,3 +177,20 @@ def test_every_assumed_bound_is_named(cli, name):
     for a in got:
         prefix = "teacher: " if a["model"] == "teacher" else ""
         assert f"  {prefix}{a['tensor']} = {a['value']:,}" in text
+
+
+def test_graph_sizes_budget_the_worst_batch(cli):
+    sizes = GNN / "can_sizes.csv"
+    rows = [tuple(map(int, line.split(","))) for line in sizes.read_text().splitlines()[1:]]
+    b = estimate(cli, GNN / "gat.dynamo.onnx", "--graph-sizes", sizes, "--gpu", "t4")
+    G = b["batch_size"]
+    assert b["batch_rule"] == "largest" and b["batch_limit"] == len(rows) == 20000 and 0 < G < len(rows)
+    # each dim's G largest values summed: no batch of G graphs of the data set is larger
+    assert b["dims"] == {"nodes": sum(sorted((r[0] for r in rows), reverse=True)[:G]),
+                         "edges": sum(sorted((r[1] for r in rows), reverse=True)[:G])}
+    # a quantile of random batches budgets for a typical batch: more graphs fit, each batch
+    # at most the worst batch of its size
+    q = estimate(cli, GNN / "gat.dynamo.onnx", "--graph-sizes", sizes, "--gpu", "t4", "--graph-quantile", "0.99")
+    Gq = q["batch_size"]
+    assert q["batch_rule"] == "quantile" and Gq > G
+    assert q["dims"]["nodes"] <= sum(sorted((r[0] for r in rows), reverse=True)[:Gq])
