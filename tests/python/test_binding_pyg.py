@@ -209,3 +209,16 @@ def test_measured_mode_takes_the_batch(child):
         t = m[name]
         assert t["batches"] == [2, 6] and t["events"] == ["start", "reset", 2, "reset", 6] and t["unchanged"]
         assert (t["graphs_of_6"], t["nodes_of_6"]) == (6, 6 * n)
+
+
+def test_example_script_sizes_graphs_per_batch():
+    example = ROOT / "bindings" / "python" / "examples" / "pyg_graphs_per_batch.py"
+    p = subprocess.run([TORCH2_PYTHON, "-W", "ignore", str(example), "--gpu", "t4"], capture_output=True, text=True,
+                       timeout=900, env=python_env(PYTHONWARNINGS="ignore"), cwd="/")
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = p.stdout.splitlines()
+    averages = int(lines[0].split("batch_size=")[1].split()[0])
+    worst = int(lines[2].split()[0])
+    # the data set's worst batch (its largest windows) holds fewer graphs than the average sample
+    assert 0 < worst < averages and "the worst batch: the" in lines[2]
+    assert lines[-1].startswith("student with its teacher: ")

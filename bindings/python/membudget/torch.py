@@ -27,6 +27,14 @@ Results: a tensor; a dict or ``ModelOutput`` gives the tensor a training loop re
 when the model computes one, as Hugging Face models do when given ``labels``; else ``logits``;
 else the first tensor). ``config.use_cache`` is off during the export.
 
+PyTorch Geometric: a ``Batch`` (or a ``Data`` with a ``batch`` vector) as the example makes the
+batch a number of graphs (membudget/_pyg.py): node-indexed axes are the dim ``nodes``,
+``edge_index``'s axis 1 ``edges`` (``torch.export.Dim(name, min=1)``), the nodes and edges per
+graph are the sample's averages or ``graph_sizes=``'s (a PyG data set too), and the model is
+called with the Batch or with its attributes by forward's parameter names (``graph_inputs=``
+names them otherwise). ``compute_batch_size(model, sample, device)`` reads a CUDA device's
+memory; ``teacher=`` may be a module, exported from the same example.
+
 Without weights: a module built on the meta device (``with torch.device("meta"):``) or under
 ``FakeTensorMode`` is estimated without any weight being materialised: the way to size a 70B
 model on a laptop. Parameters with ``requires_grad=False`` (a frozen backbone, LoRA's base
