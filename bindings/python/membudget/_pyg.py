@@ -197,8 +197,9 @@ def describe(data: Any, module: Any, graph_inputs: Any = None) -> GraphSample:
     keys = [k for k in data.keys() if isinstance(data[k], torch.Tensor)]
     if "edge_index" not in keys:
         what = "a SparseTensor adj_t" if "adj_t" in data.keys() else "no edge_index"
+        has = ", ".join(data.keys()) or "nothing"
         raise ValueError(f"the graph batch has {what}: membudget.torch sizes a batch of graphs by its nodes and "
-                         f"edges, from a Batch/Data with edge_index [2, E] (it has: {', '.join(data.keys()) or 'nothing'})")
+                         f"edges, from a Batch/Data with edge_index [2, E] (it has: {has})")
     ei = data.edge_index
     if ei.dim() != 2 or ei.shape[0] != 2:
         raise ValueError(f"edge_index must be [2, E], not {list(ei.shape)}")
