@@ -183,3 +183,23 @@ def loss(name, out, target):
         kl = -0.5 * torch.mean(torch.sum(1 + 2 * logstd - mu ** 2 - logstd.exp() ** 2, dim=1))
         return rec + kl / mu.shape[0]
     return F.cross_entropy(out, target)
+
+
+def pyg_batch(name, family, graphs):
+    """The same graphs as batch(name, family, graphs), as a PyTorch Geometric Batch (one Data per
+    graph: node_id, feats, edge_index, y per graph, neg_edge_index for the VGAE), the way a
+    DataLoader hands them to a training step."""
+    from torch_geometric.data import Batch, Data
+    n, e = FAMILIES[family]
+    x, target = batch(name, family, graphs)
+    node_id, feats, edge_index = x[0], x[1], x[2]
+    out = []
+    for i in range(graphs):
+        nodes, edges = slice(i * n, (i + 1) * n), slice(i * e, (i + 1) * e)
+        d = Data(node_id=node_id[nodes], feats=feats[nodes], edge_index=edge_index[:, edges] - i * n)
+        if name.startswith("vgae"):
+            d.neg_edge_index = x[3][:, edges] - i * n
+        else:
+            d.y = target[i:i + 1]
+        out.append(d)
+    return Batch.from_data_list(out)

@@ -158,6 +158,9 @@ class Budget:
     # mode "measured": the JSON's "measured" object (fixed, per_sample, static_device_peak,
     # other_processes, conv_workspace, matmul_workspace, device); None in static mode
     measured: Optional[Mapping[str, Any]] = field(default=None, compare=False, repr=False)
+    # what membudget.torch adds about the export and the example (where a batch of graphs' nodes
+    # and edges per graph came from, an exporter's fallback); () from membudget.estimate()
+    notes: Tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def effective_batch_size(self) -> int:

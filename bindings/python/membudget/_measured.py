@@ -28,6 +28,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
+from . import _pyg
 from ._budget import Budget, format_bytes
 from ._errors import DoesNotFitError, ExportError, MembudgetError, NoCudaError
 from ._estimate import estimate as _estimate
@@ -165,9 +166,10 @@ class CudaCounters:
                           max(0, c.max_memory_reserved(self.device) - self.base_reserved))
 
 
-def train_steps(module: Any, example: Sequence[Any], batches: Sequence[int], *, device: Any, counters: Any,
+def train_steps(module: Any, example: Any, batches: Sequence[int], *, device: Any, counters: Any,
                 optimizer: str = "adamw", loss: str = "auto", precision: str = "fp32") -> Tuple[StepMemory, ...]:
-    """A warm-up step at batches[0], then one measured step per batch size, on a copy of module."""
+    """A warm-up step at batches[0], then one measured step per batch size, on a copy of module.
+    ``example``: the inputs (a sequence), or a _pyg.GraphSample (batches count graphs)."""
     import torch
 
     amp = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(precision)
@@ -182,16 +184,22 @@ def train_steps(module: Any, example: Sequence[Any], batches: Sequence[int], *, 
     opt = _optimizer(torch, optimizer, [p for p in model.parameters() if p.requires_grad])
     scaler = torch.cuda.amp.GradScaler() if amp is torch.float16 and torch.device(device).type == "cuda" else None
     measured = []
+    graph = example if isinstance(example, _pyg.GraphSample) else None
     try:
         with torch.random.fork_rng(devices=[]):
             for i, b in enumerate([batches[0]] + list(batches)):
-                inputs = _batch_of(torch, example, b, device, pure)
+                if graph is not None:  # b graphs: a PyG Batch, the model called as the pipeline calls it
+                    inputs = graph.batch_of(b, device, pure)
+                else:
+                    inputs = _batch_of(torch, example, b, device, pure)
                 if i:
                     counters.reset()
                 opt.zero_grad(set_to_none=True)
                 # no autocast context at all in fp32: torch 1.13 refuses a disabled one for float32
                 with torch.autocast(torch.device(device).type, dtype=amp) if amp is not None else nullcontext():
-                    value = _loss(torch, model(*inputs), loss)
+                    out = graph.call(model, inputs) if graph is not None else model(*inputs)
+                    value = _loss(torch, out, loss)
+                    del out
                 if scaler is not None:
                     scaler.scale(value).backward()
                     scaler.step(opt)
@@ -208,16 +216,21 @@ def train_steps(module: Any, example: Sequence[Any], batches: Sequence[int], *, 
     return tuple(measured)
 
 
-def cuda_steps(module: Any, example: Sequence[Any], batches: Sequence[int], *, optimizer: str = "adamw",
-               loss: str = "auto", precision: str = "fp32") -> MeasuredSteps:
-    """The steps on the current CUDA device, with its memory and what lies outside the allocator."""
+def cuda_steps(module: Any, example: Any, batches: Sequence[int], *, optimizer: str = "adamw",
+               loss: str = "auto", precision: str = "fp32", device: Any = None) -> MeasuredSteps:
+    """The steps on the CUDA device (``device``, default the current one), with its memory and
+    what lies outside the allocator."""
     import torch
 
     if not torch.cuda.is_available():
         raise NoCudaError(f"mode='measured' runs training steps on a CUDA device, and torch.cuda.is_available() is "
                           f"False here (torch {torch.__version__}, CUDA {torch.version.cuda or 'not built'}); use "
                           f"mode='static' with gpu= or device_memory=", -8)
-    device = torch.device("cuda", torch.cuda.current_device())
+    device = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
+    if device.type != "cuda":
+        raise ValueError(f"mode='measured' runs training steps on a CUDA device, not {device}")
+    if device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     steps = train_steps(module, example, batches, device=device, counters=CudaCounters(torch, device),
                         optimizer=optimizer, loss=loss, precision=precision)
     torch.cuda.empty_cache()  # the copies' cached blocks go back, so the reading below is the job's baseline
@@ -248,22 +261,37 @@ def measure(module: Any, example_inputs: Any, *, batches: Optional[Sequence[int]
             gpu: Optional[str] = None, device_memory: Optional[Any] = None, target_utilization: float = 0.9,
             min_batch_size: int = 1, max_batch_size: int = 65536, multiple_of: int = 1, optimizer: str = "adamw",
             precision: str = "fp32", loss: str = "auto", opset_version: Optional[int] = None,
-            measure_steps: Optional[Callable[..., MeasuredSteps]] = None, **kwargs: Any) -> MeasuredBatch:
+            measure_steps: Optional[Callable[..., MeasuredSteps]] = None, device: Any = None,
+            graph_inputs: Any = None, **kwargs: Any) -> MeasuredBatch:
     """Measure training steps of ``module`` and solve the batch size (see the module's doc).
 
     ``batches``: the measured batch sizes (default 2 and 4, or min_batch_size and twice it;
     BatchNorm cannot train on one sample). ``kwargs`` go to the static estimate
-    (membudget.estimate()'s keywords: dims, freeze, context, ...)."""
+    (membudget.estimate()'s keywords: dims, freeze, context, ...). ``device``: the CUDA device
+    (default the current one).
+
+    A PyTorch Geometric Batch as the example: the batches count graphs (default the sample's
+    number of graphs and twice it), each a Batch of the sample's graphs repeated in turn, and
+    the model is called as membudget.torch exports it (with the Batch, or its tensors by
+    forward's parameter names; ``graph_inputs`` names them)."""
     from . import torch as mt  # the export; imported here, as membudget.torch imports this module
 
     if not 0 < target_utilization <= 1:
         raise ValueError(f"target_utilization must be in (0, 1], not {target_utilization}")
     if min_batch_size < 1 or min_batch_size > max_batch_size or multiple_of < 1:
         raise ValueError("need 1 <= min_batch_size <= max_batch_size and multiple_of >= 1")
-    sizes = list(batches) if batches is not None else [max(2, min_batch_size), 2 * max(2, min_batch_size)]
-    example = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    graph = _pyg.describe(example_inputs, module, graph_inputs) if _pyg.is_graph(example_inputs) else None
+    if graph is None and graph_inputs is not None:
+        raise ValueError("graph_inputs is for a PyTorch Geometric Batch/Data example")
+    first_size = max(2, min_batch_size) if graph is None else max(graph.graphs, min_batch_size)
+    sizes = list(batches) if batches is not None else [first_size, 2 * first_size]
+    if graph is not None:
+        example: Any = graph
+    else:
+        example = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     runner = measure_steps or cuda_steps
-    got = runner(module, example, sizes, optimizer=optimizer, loss=loss, precision=precision)
+    extra = {"device": device} if device is not None else {}
+    got = runner(module, example, sizes, optimizer=optimizer, loss=loss, precision=precision, **extra)
     a_fixed, a_per, r_fixed, r_per = _fit(got.steps)
     measured = ["allocated_fixed", "allocated_per_sample", "reserved_fixed", "reserved_per_sample"]
 
@@ -279,7 +307,12 @@ def measure(module: Any, example_inputs: Any, *, batches: Optional[Sequence[int]
     model = None
     static_error = ""
     try:
-        model = mt.load(module, example_inputs, **({"opset_version": opset_version} if opset_version else {}))
+        options: Dict[str, Any] = {"opset_version": opset_version} if opset_version else {}
+        if graph_inputs is not None:
+            options["graph_inputs"] = graph_inputs
+        model, exported = mt._open(module, example_inputs, options)
+        if exported.graph is not None:  # nodes and edges per graph (and a data set's sizes)
+            static_kw = mt._estimate_kwargs(module, model, exported, static_kw)
         first = _estimate(model, batch=min_batch_size, **static_kw)
     except (ExportError, MembudgetError) as e:
         if model is not None:

@@ -27,6 +27,14 @@ Results: a tensor; a dict or ``ModelOutput`` gives the tensor a training loop re
 when the model computes one, as Hugging Face models do when given ``labels``; else ``logits``;
 else the first tensor). ``config.use_cache`` is off during the export.
 
+PyTorch Geometric: a ``Batch`` (or a ``Data`` with a ``batch`` vector) as the example makes the
+batch a number of graphs (membudget/_pyg.py): node-indexed axes are the dim ``nodes``,
+``edge_index``'s axis 1 ``edges`` (``torch.export.Dim(name, min=1)``), the nodes and edges per
+graph are the sample's averages or ``graph_sizes=``'s (a PyG data set too), and the model is
+called with the Batch or with its attributes by forward's parameter names (``graph_inputs=``
+names them otherwise). ``compute_batch_size(model, sample, device)`` reads a CUDA device's
+memory; ``teacher=`` may be a module, exported from the same example.
+
 Without weights: a module built on the meta device (``with torch.device("meta"):``) or under
 ``FakeTensorMode`` is estimated without any weight being materialised: the way to size a 70B
 model on a laptop. Parameters with ``requires_grad=False`` (a frozen backbone, LoRA's base
@@ -37,6 +45,7 @@ layers unless ``checkpoint`` is given.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
@@ -46,7 +55,7 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("membudget.torch needs PyTorch (pip install torch); membudget itself does not") from e
 
-from . import _measured
+from . import _measured, _pyg
 from ._budget import Budget
 from ._measured import MeasuredBatch, measure  # noqa: F401  (measured mode, re-exported)
 from ._errors import ExportError
@@ -79,6 +88,7 @@ class _Export:
     dims: Dict[str, int] = field(default_factory=dict)    # example size of each non-batch dim
     notes: List[str] = field(default_factory=list)
     checkpointed: List[str] = field(default_factory=list)  # module paths Hugging Face checkpoints
+    graph: Optional[_pyg.GraphSample] = None               # a PyG batch of graphs was the example
 
 
 def _split_inputs(example_inputs: Inputs) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
@@ -140,8 +150,11 @@ def _default_dynamic(module: "_torch.nn.Module", kwargs: Mapping[str, Any]) -> D
     return out
 
 
-def _dim_name(d: Any) -> str:
-    return d if isinstance(d, str) else d.__name__
+def _dim_name(d: Any) -> Optional[str]:
+    """A dim's name: a string, a torch.export.Dim's name, None for a static axis."""
+    if d is None or isinstance(d, str):
+        return d
+    return d.__name__
 
 
 def _example_dims(module, args, kwargs, dynamic: Mapping[Any, Mapping[int, Any]]) -> Dict[str, int]:
@@ -217,22 +230,59 @@ def _unwrap_peft(module: "_torch.nn.Module") -> "_torch.nn.Module":
     return module
 
 
+def _graph_dim(name: str) -> Any:
+    """A graph dim for the export: torch.export.Dim(name, min=1) on torch 2.x (with min 0,
+    GATConv's `if index.numel() == 0` cannot be decided), the name on torch 1.x."""
+    return _torch.export.Dim(name, min=1) if DYNAMO_AVAILABLE else name
+
+
+@contextlib.contextmanager
+def _graph_module(module: "_torch.nn.Module", graph: Optional[_pyg.GraphSample]) -> Iterator[None]:
+    """A model whose forward takes the Batch: while inside, its forward takes the Batch's
+    tensors by attribute name and rebuilds a Data from them (_pyg.adapter_forward). Like
+    _exportutil.returning, the module's class is swapped for a same-named subclass, so module
+    paths and parameter names stay."""
+    if graph is None or graph.mode != "batch":
+        yield
+        return
+    cls = type(module)
+    forward, _ = _pyg.adapter_forward(graph, cls.forward)
+    module.__class__ = type(cls.__name__, (cls,), {"forward": forward, "__module__": cls.__module__,
+                                                   "__qualname__": cls.__qualname__})
+    try:
+        yield
+    finally:
+        module.__class__ = cls
+
+
 def _export(module: "_torch.nn.Module", example_inputs: Inputs, *, dynamic: Dynamic = None,
             exporter: str = "auto", opset_version: Optional[int] = None, output: Any = "auto",
             input_names: Optional[Sequence[str]] = None, weightless: bool = True,
-            path: Optional[str] = None) -> _Export:
+            path: Optional[str] = None, graph_inputs: Any = None) -> _Export:
     if exporter not in EXPORTERS:
         raise ValueError(f"exporter must be one of {EXPORTERS}, not {exporter!r}")
     if exporter == "dynamo" and not DYNAMO_AVAILABLE:
         raise ValueError(f"exporter='dynamo' needs torch >= 2.6 (this is {_torch.__version__})")
-    args, kwargs = _split_inputs(example_inputs)
+    graph = None
+    if _pyg.is_graph(example_inputs):
+        graph = _pyg.describe(example_inputs, _unwrap_peft(module), graph_inputs)
+        args, kwargs = (), graph.inputs()
+    elif graph_inputs is not None:
+        raise ValueError("graph_inputs is for a PyTorch Geometric Batch/Data example")
+    else:
+        args, kwargs = _split_inputs(example_inputs)
     module = _unwrap_peft(module)
     fake, meta = _is_fake(module), _is_meta(module)
     if fake:
         args, kwargs = _real(args), _real(kwargs)
     weightless = weightless or fake or meta
     auto_dynamic = dynamic is None
-    spec = dict(_default_dynamic(module, kwargs) if auto_dynamic else dynamic)
+    if graph is not None:
+        spec = graph.dynamic(_graph_dim)
+        spec.update(dynamic or {})
+        auto_dynamic = False
+    else:
+        spec = dict(_default_dynamic(module, kwargs) if auto_dynamic else dynamic)
     order = ["dynamo", "torchscript"] if exporter == "auto" and DYNAMO_AVAILABLE else \
         ["torchscript"] if exporter == "auto" else [exporter]
     if fake or meta:
@@ -242,13 +292,15 @@ def _export(module: "_torch.nn.Module", example_inputs: Inputs, *, dynamic: Dyna
         order = ["dynamo"]
     notes: List[str] = []
     errors: List[Tuple[str, str]] = []
-    with _checkpointing_off(module) as checkpointed:
+    with _checkpointing_off(module) as checkpointed, _graph_module(module, graph):
         for which in order:
             attempts = [spec, {}] if which == "dynamo" and auto_dynamic and spec else [spec]
             for s in attempts:
                 try:
-                    data = _run_exporter(which, module, args, kwargs, s, opset_version, output, input_names,
-                                         weightless, path)
+                    with _pyg.traced_pool_sizes() if graph is not None and which == "torchscript" \
+                            else contextlib.nullcontext() as patched:
+                        data = _run_exporter(which, module, args, kwargs, s, opset_version, output, input_names,
+                                             weightless, path)
                 except Exception as e:  # the exporters raise many types; all mean "no graph"
                     errors.append((which, f"{type(e).__name__}: {_first_line(e)}"))
                     last = e
@@ -256,10 +308,14 @@ def _export(module: "_torch.nn.Module", example_inputs: Inputs, *, dynamic: Dyna
                 if s is not spec:
                     notes.append(f"only the batch is dynamic: exporting with dynamic {sorted(map(_dim_name, _flat(spec)))} "
                                  f"failed ({errors[-1][1]})")
+                if graph is not None and which == "torchscript" and not patched:
+                    notes.append("the TorchScript exporter evaluated PyG's int(batch.max()) + 1 while tracing: a "
+                                 f"global pool's output is sized for the example's {graph.graphs} graphs")
                 if errors and which != order[0]:
                     warnings.warn(f"membudget.torch: the {order[0]} export failed ({errors[0][1]}); "
                                   f"used the {which} exporter", stacklevel=3)
-                return _Export(data or b"", which, _example_dims(module, args, kwargs, s), notes, checkpointed)
+                return _Export(data or b"", which, _example_dims(module, args, kwargs, s), notes, checkpointed,
+                               graph)
     name = type(module).__name__
     several = len({which for which, _ in errors}) > 1
     raise ExportError(f"torch.onnx.export of {name} failed: " +
@@ -296,15 +352,18 @@ def _run_exporter(which, module, args, kwargs, spec, opset_version, output, inpu
 
 def export_onnx(module: "_torch.nn.Module", example_inputs: Inputs, *, opset_version: Optional[int] = None,
                 input_names: Optional[Sequence[str]] = None, dynamic: Dynamic = None, exporter: str = "auto",
-                output: Any = "auto", weightless: bool = False, path: Optional[str] = None) -> Optional[bytes]:
+                output: Any = "auto", weightless: bool = False, path: Optional[str] = None,
+                graph_inputs: Any = None) -> Optional[bytes]:
     """The ONNX of ``module`` as a training graph, batch axis dynamic: the bytes, or None when
     written to ``path``. With weights unless ``weightless`` (a meta or fake module always is);
     a model over protobuf's 2 GiB needs ``path`` (its weights go to external data next to it)
-    or ``weightless=True``.
+    or ``weightless=True``. A PyTorch Geometric ``Batch`` as the example: its node- and
+    edge-indexed axes are the dims ``nodes`` and ``edges`` (see the module's docstring).
 
     Raises ExportError, with the exporter's exception chained, when the export fails."""
     return _export(module, example_inputs, dynamic=dynamic, exporter=exporter, opset_version=opset_version,
-                   output=output, input_names=input_names, weightless=weightless, path=path).data or None
+                   output=output, input_names=input_names, weightless=weightless, path=path,
+                   graph_inputs=graph_inputs).data or None
 
 
 def _open(module, example_inputs, export_options) -> Tuple[Model, _Export]:
@@ -318,7 +377,8 @@ def _graph_dims(model: Model) -> set:
 
 def _estimate_kwargs(module, model: Model, exported: _Export, kwargs: Dict[str, Any]) -> Dict[str, Any]:
     """estimate()'s keywords with what the module says filled in: the example's size of every
-    dim the caller did not bind, frozen parameters, checkpointed layers."""
+    dim the caller did not bind, frozen parameters, checkpointed layers; for a batch of graphs
+    the nodes and edges per graph (per_sample) and a data set's sizes (graph_sizes)."""
     kwargs = dict(kwargs)
     graph = _graph_dims(model)
     user = dict(kwargs.get("dims") or {})
@@ -327,11 +387,15 @@ def _estimate_kwargs(module, model: Model, exported: _Export, kwargs: Dict[str, 
         raise ValueError(f"dims {missing} are not dims of the exported graph (its dims: {sorted(graph)}); "
                          "export with an example of that size, or make the axis dynamic with dynamic=")
     fixed = sorted({t.shape[0] for t in model.inputs if t.shape and isinstance(t.shape[0], int)})
-    if fixed and kwargs.get("batch") != fixed[0]:
+    if fixed and kwargs.get("batch") != fixed[0] and exported.graph is None:
         warnings.warn(f"membudget.torch: the exporter fixed the batch of {type(module).__name__} at {fixed[0]} (its "
                       "code builds tensors from the batch size, e.g. labels with arange): the graph is only valid at "
                       "that batch", stacklevel=4)
     dims = {k: v for k, v in exported.dims.items() if k in graph}
+    if exported.graph is not None:
+        kwargs.update(_graph_kwargs(exported.graph, graph, kwargs))
+        for d in list(kwargs["per_sample"]) + list(_columns(kwargs.get("graph_sizes"))):
+            dims.pop(d, None)
     dims.update(user)
     if dims:
         kwargs["dims"] = dims
@@ -365,40 +429,137 @@ def _requires_grad(module, model: Model) -> Dict[str, List[str]]:
     return {"freeze": ["*"], "trainable": trainable}
 
 
-_EXPORT_OPTIONS = ("opset_version", "dynamic", "exporter", "output")
+def _columns(sizes: Any) -> List[str]:
+    return list(sizes) if isinstance(sizes, Mapping) else []
+
+
+def _graph_kwargs(sample: _pyg.GraphSample, graph: set, kwargs: Mapping[str, Any]) -> Dict[str, Any]:
+    """per_sample (the sample's counts per graph, the caller's winning) and graph_sizes (a PyG
+    data set read into columns of the graph's dims) for a batch of graphs."""
+    per = {d: c for d, c in sample.per_sample.items() if d in graph}
+    per.update(kwargs.get("per_sample") or {})
+    if not per:
+        raise ValueError(f"the exported graph has none of the sample's dims {sorted(sample.totals)} (its dims: "
+                         f"{sorted(graph)}): the exporter made them static")
+    out: Dict[str, Any] = {"per_sample": per}
+    sizes = kwargs.get("graph_sizes")
+    if sizes is not None and _pyg.is_dataset(sizes):
+        out["graph_sizes"] = {d: col for d, col in _pyg.dataset_sizes(sizes, sample).items() if d in graph}
+    return out
+
+
+def _notes(exported: _Export, model: Model, kwargs: Mapping[str, Any]) -> Tuple[str, ...]:
+    """What the Budget's notes say about the export and the batch of graphs (``kwargs``: the
+    estimate's, graph_sizes already read from a data set)."""
+    notes = list(exported.notes)
+    sample = exported.graph
+    if sample is not None:
+        graph = _graph_dims(model)
+        sizes = kwargs.get("graph_sizes")
+        if sizes is None:
+            notes.append(sample.note() + "; pass graph_sizes= (the data set, or its sizes) to budget for its "
+                                         "largest graphs")
+        else:
+            if isinstance(sizes, Mapping):
+                count: Any = len(next(iter(sizes.values()), []))
+                covered = set(sizes)
+            elif isinstance(sizes, (list, tuple)):
+                count, covered = len(sizes), {d for d in kwargs.get("per_sample", {}) if d != _pyg.GRAPHS}
+            else:
+                count, covered = f"the file {sizes}", set()
+            what = f"{count} graphs" if isinstance(count, int) else count
+            text = f"nodes and edges per graph from graph_sizes= ({what})"
+            rest = {d: c for d, c in kwargs.get("per_sample", {}).items() if d not in covered and d != _pyg.GRAPHS}
+            if rest and covered:
+                text += "; " + ", ".join(f"{c:,} {d}" for d, c in rest.items()) + " per graph from the sample"
+            notes.append(text)
+        lost = sorted(d for d in sample.totals if d not in graph)
+        if lost:
+            notes.append(f"{', '.join(lost)}: not a dim of the exported graph (the exporter made it static): estimated "
+                         "at the sample's size")
+    return tuple(notes)
+
+
+def _with_notes(budget: Budget, notes: Tuple[str, ...]) -> Budget:
+    return dataclasses.replace(budget, notes=tuple(budget.notes) + notes) if notes else budget
+
+
+_EXPORT_OPTIONS = ("opset_version", "dynamic", "exporter", "output", "graph_inputs")
 
 
 def _export_options(kwargs: Dict[str, Any]) -> Dict[str, Any]:
     return {k: kwargs.pop(k) for k in _EXPORT_OPTIONS if k in kwargs}
 
 
+def _device(device: Any, kwargs: Dict[str, Any], solving: bool) -> None:
+    """A torch device as the KD-GAT pipeline passes it (compute_batch_size(model, graph,
+    device)): without gpu= or device_memory=, a CUDA device's memory is read from torch."""
+    if device is None or kwargs.get("gpu") is not None or kwargs.get("device_memory") is not None:
+        return
+    dev = _torch.device(device)
+    if dev.type == "cuda" and _torch.cuda.is_available():
+        kwargs["device_memory"] = int(_torch.cuda.get_device_properties(dev).total_memory)
+    elif solving:
+        why = "CUDA is not available here" if dev.type == "cuda" else f"a {dev.type} device has no GPU memory"
+        raise ValueError(f"device {dev}: {why} to solve the batch size for; give gpu=NAME (see membudget.gpus()) "
+                         "or device_memory=SIZE")
+
+
+@contextlib.contextmanager
+def _teacher(kwargs: Dict[str, Any], example_inputs: Inputs, options: Mapping[str, Any]) -> Iterator[None]:
+    """teacher= as an nn.Module: exported with the same example and options, for the call."""
+    teacher = kwargs.get("teacher")
+    if not isinstance(teacher, _torch.nn.Module):
+        yield
+        return
+    model, _ = _open(teacher, example_inputs, dict(options))
+    kwargs["teacher"] = model
+    try:
+        with model:
+            yield
+    finally:
+        kwargs["teacher"] = teacher
+
+
 def load(module: "_torch.nn.Module", example_inputs: Inputs, **export_options: Any) -> Model:
     """Export ``module`` weightless (see the module's docstring) and load the graph as a
-    membudget Model. ``export_options``: opset_version, dynamic, exporter, output."""
+    membudget Model. ``export_options``: opset_version, dynamic, exporter, output,
+    graph_inputs."""
     model, _ = _open(module, example_inputs, export_options)
     return model
 
 
-def estimate(module: "_torch.nn.Module", example_inputs: Inputs, **kwargs: Any) -> Budget:
+def estimate(module: "_torch.nn.Module", example_inputs: Inputs, device: Any = None, **kwargs: Any) -> Budget:
     """``membudget.estimate()`` of the exported module. ``kwargs``: the export's (opset_version,
-    dynamic, exporter, output) and estimate()'s (gpu, batch, optimizer, precision, dims, ...).
-    The example's batch size is not used: give ``batch`` or a device to solve for; other dims
-    default to the example's sizes."""
+    dynamic, exporter, output, graph_inputs) and estimate()'s (gpu, batch, optimizer, precision,
+    dims, teacher, ...). The example's batch size is not used: give ``batch`` or a device to solve
+    for; other dims default to the example's sizes. ``device``: a CUDA torch device whose memory
+    to solve for (when neither gpu nor device_memory is given). ``teacher`` may be an
+    nn.Module (exported with the same example).
+
+    A PyTorch Geometric Batch as the example: ``batch`` and the solved ``batch_size`` count
+    graphs, ``budget.per_graph`` is the memory per graph, and ``budget.notes`` says where the
+    nodes and edges per graph came from (the sample's averages, or ``graph_sizes``)."""
     options = _export_options(kwargs)
+    _device(device, kwargs, solving=kwargs.get("batch") is None)
     model, exported = _open(module, example_inputs, options)
-    with model:
-        return _estimate(model, **_estimate_kwargs(module, model, exported, kwargs))
+    with model, _teacher(kwargs, example_inputs, options):
+        kwargs = _estimate_kwargs(module, model, exported, kwargs)
+        return _with_notes(_estimate(model, **kwargs), _notes(exported, model, kwargs))
 
 
-def compute_batch_size(module: "_torch.nn.Module", example_inputs: Inputs, **kwargs: Any) -> int:
+def compute_batch_size(module: "_torch.nn.Module", example_inputs: Inputs, device: Any = None, **kwargs: Any) -> int:
     """``membudget.compute_batch_size()`` of the exported module (gpu or device_memory,
     target_utilization, min_batch_size, max_batch_size, multiple_of, estimate()'s keywords,
-    and the export's as in estimate()). ``mode="measured"``: real training steps on the GPU
-    instead (membudget/_measured.py)."""
+    and the export's as in estimate()); with a PyG Batch, a number of graphs.
+    ``mode="measured"``: real training steps on the GPU instead (membudget/_measured.py).
+    ``device`` as in estimate() (the KD-GAT pipeline's ``compute_batch_size(model,
+    sample_graph, device)``); estimate() without ``batch`` gives the whole Budget."""
     if kwargs.get("mode") == "measured":
         kwargs.pop("mode")
-        return _measured.compute_batch_size(module, example_inputs, **kwargs)
+        return _measured.compute_batch_size(module, example_inputs, device=device, **kwargs)
     options = _export_options(kwargs)
+    _device(device, kwargs, solving=True)
     model, exported = _open(module, example_inputs, options)
-    with model:
+    with model, _teacher(kwargs, example_inputs, options):
         return _compute_batch_size(model, **_estimate_kwargs(module, model, exported, kwargs))
