@@ -86,3 +86,16 @@ def test_bad_arguments(mp_layer, kwargs, error, message):
     with pytest.raises(error, match=None) as e:
         membudget.estimate(mp_layer, batch=2, **kwargs, **EXACT_KW)
     assert message in str(e.value)
+
+
+def test_compute_batch_size_carries_its_budget(mp_layer):
+    """compute_batch_size() answers an int (as it always has) that carries the Budget it was
+    solved with: the pipeline's MemoryBudget, with memory per graph, from one call."""
+    kw = dict(per_sample={"nodes": 3, "edges": 5}, device_memory=64 << 20, **EXACT_KW)
+    b = membudget.compute_batch_size(mp_layer, **kw)
+    solved = membudget.estimate(mp_layer, **kw)
+    assert isinstance(b, int) and int(b) == solved.batch_size and b + 0 == solved.batch_size
+    assert b.budget.to_dict() == solved.to_dict() and str(b.budget) == str(solved)
+    assert b.per_graph == solved.per_graph and b.batch_unit == "graphs"
+    with pytest.raises(AttributeError):
+        b.no_such_field  # noqa: B018

@@ -124,14 +124,40 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
                        parsed.get("budget", {}))
 
 
+class BatchSize(int):
+    """What compute_batch_size() returns: the solved batch size, an int as ever, that carries the
+    Budget it was solved with (``.budget``: the MemoryBudget, its one-line summary as ``str``).
+    The Budget's fields read through it: ``batch.per_graph``, ``batch.batch_unit``,
+    ``batch.device_peak``."""
+
+    budget: Budget
+
+    def __new__(cls, value: int, budget: Budget) -> "BatchSize":
+        obj = super().__new__(cls, value)
+        obj.budget = budget
+        return obj
+
+    def __getattr__(self, name: str) -> Any:  # only for names an int does not have
+        if name == "budget":
+            raise AttributeError(name)
+        return getattr(self.budget, name)
+
+    def __reduce__(self):
+        return (BatchSize, (int(self), self.budget))
+
+    def __repr__(self) -> str:
+        return f"BatchSize({int(self)}, budget={self.budget})"
+
+
 def compute_batch_size(model: Union[Model, Source], *, gpu: Optional[str] = None,
                        device_memory: Optional[Size] = None, target_utilization: float = 0.9,
                        min_batch_size: int = 1, max_batch_size: int = 65536, multiple_of: int = 1,
-                       mode: str = "static", **kwargs: Any) -> int:
+                       mode: str = "static", **kwargs: Any) -> BatchSize:
     """The largest batch size in [min_batch_size, max_batch_size] whose predicted device peak
     (reserved memory + CUDA context, what nvidia-smi shows) stays within target_utilization x
     the device's memory; rounded down to a multiple of ``multiple_of`` when that stays within
-    the bounds. Returns max_batch_size when everything fits.
+    the bounds. Returns max_batch_size when everything fits. The answer is a BatchSize: an
+    int that also carries the Budget at that batch (``.budget``, and its fields read through).
 
     Raises DoesNotFitError (with ``.budget`` at min_batch_size) when even min_batch_size does
     not fit: a pipeline should not start a job that cannot run. ``kwargs`` are estimate()'s
@@ -153,4 +179,4 @@ def compute_batch_size(model: Union[Model, Source], *, gpu: Optional[str] = None
         raise DoesNotFitError(
             f"does not fit even at the minimum batch {b.batch_size}: device peak {format_bytes(b.device_peak)} "
             f"> usable {format_bytes(b.usable_memory)} (short by {format_bytes(-b.available)})", b)
-    return b.batch_size
+    return BatchSize(b.batch_size, b)

@@ -548,13 +548,15 @@ def estimate(module: "_torch.nn.Module", example_inputs: Inputs, device: Any = N
         return _with_notes(_estimate(model, **kwargs), _notes(exported, model, kwargs))
 
 
-def compute_batch_size(module: "_torch.nn.Module", example_inputs: Inputs, device: Any = None, **kwargs: Any) -> int:
+def compute_batch_size(module: "_torch.nn.Module", example_inputs: Inputs, device: Any = None, **kwargs: Any) -> Any:
     """``membudget.compute_batch_size()`` of the exported module (gpu or device_memory,
     target_utilization, min_batch_size, max_batch_size, multiple_of, estimate()'s keywords,
     and the export's as in estimate()); with a PyG Batch, a number of graphs.
     ``mode="measured"``: real training steps on the GPU instead (membudget/_measured.py).
     ``device`` as in estimate() (the KD-GAT pipeline's ``compute_batch_size(model,
-    sample_graph, device)``); estimate() without ``batch`` gives the whole Budget."""
+    sample_graph, device)``). Static mode returns a ``membudget.BatchSize``: the number (of
+    graphs, with a PyG Batch) as an int, carrying the MemoryBudget it was solved with
+    (``.budget``; ``.per_graph``, ``.batch_unit`` and every other field read through)."""
     if kwargs.get("mode") == "measured":
         kwargs.pop("mode")
         return _measured.compute_batch_size(module, example_inputs, device=device, **kwargs)
