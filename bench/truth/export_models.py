@@ -41,11 +41,16 @@ def export(m, exporter):
     x = m.example(EXAMPLE_BATCH, device)
     mt.export_onnx(module, dict(zip(m.keywords, x)) if m.keywords else x, path=path, weightless=True,
                    exporter=exporter)
+    return record(module, path, m.file(exporter))
+
+
+def record(module, path, file):
+    """models.json's entry for a written file: PyTorch's own counts beside the graph's."""
     graph = onnx.load(path, load_external_data=False)
     inits = {t.name for t in graph.graph.initializer}
     params = list(module.named_parameters())
     return {
-        "file": m.file(exporter),
+        "file": file,
         "parameters": sum(p.numel() for _, p in params),
         "trainable_parameters": sum(p.numel() for _, p in params if p.requires_grad),
         "parameters_missing": [n for n, _ in params if n not in inits],
@@ -79,19 +84,7 @@ def export_gnn(m):
             "edge_index": {1: "edges"}, "neg_edge_index": {1: "neg_edges"}}
     shapes = tuple({a: dims[d] for a, d in axes[n].items()} for n in names)
     _dynamo.export(module, x, path, dynamic_shapes=shapes, weightless=True, output=None)
-    graph = onnx.load(path, load_external_data=False)
-    inits = {t.name for t in graph.graph.initializer}
-    params = list(module.named_parameters())
-    return {
-        "file": m.file(),
-        "parameters": sum(p.numel() for _, p in params),
-        "trainable_parameters": sum(p.numel() for _, p in params if p.requires_grad),
-        "parameters_missing": [n for n, _ in params if n not in inits],
-        "buffers_exported": sum(b.numel() for n, b in module.named_buffers() if n in inits),
-        "nodes": len(graph.graph.node),
-        "bytes": os.path.getsize(path),
-        "bounds": graph_bounds(graph),
-    }
+    return dict(record(module, path, m.file()), bounds=graph_bounds(onnx.load(path, load_external_data=False)))
 
 
 def graph_bounds(model):

@@ -38,6 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import graph_zoo  # noqa: E402
 import hf_zoo  # noqa: E402
+import zoo  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(HERE))
 MODEL_DIR = "bench/truth/models"  # relative to ROOT: the flags name files from there
@@ -206,11 +207,8 @@ TORCHSCRIPT = ("zoo/resnet18", "zoo/resnet50", "zoo/mobilenet_v3_large", "zoo/vi
 CHECKPOINTED = {"hf/llama": "model.layers.*", "hf/bert": "bert.encoder.layer.*"}
 
 
-def case(model, optimizer, batch, kind="plain", **extra):
-    """One truth case. kind: plain | lora | checkpoint | frozen | teacher."""
-    c = {"model": model, "optimizer": optimizer, "batch": batch, "kind": kind}
-    c.update(extra)
-    return c
+# One truth case (kind: plain | lora | checkpoint | frozen | teacher), as the zoo's
+case = zoo.case
 
 
 def default_cases():
