@@ -539,6 +539,12 @@ typedef struct mb_budget {
                                   * setup (mb_shapes_assumption lists them) */
   int64_t batch_limit;           /* the most graphs a batch can hold: the graph-size table's
                                   * count (0: no limit) */
+  /* the step as people log it, torch.cuda.memory_allocated() between the phases: live bytes
+   * when the step leaves setup (weights, states, the batch), forward with the loss (the teacher's
+   * forward before it), backward, and the optimizer step. The peaks inside the phases are
+   * forward_peak (from the start of the step through the loss), backward_peak and
+   * optimizer_peak (each at least the level its phase starts at). */
+  uint64_t level_after_setup, level_after_forward, level_after_backward, level_after_optimizer;
 } mb_budget;
 
 /* On failure the message is in mb_setup_errmsg(setup). */

@@ -128,9 +128,14 @@ static void print_human(const char *path, const mb_model *m, const mb_model *tea
   add_row(&t, "dynamic part of the peak", b->dynamic_peak, total);
   add_row(&t, per, b->dynamic_per_sample, 0);
   mb_table_rule(&t);
-  add_row(&t, "forward peak", b->forward_peak, total);
+  /* the step in order, as memory_allocated() / max_memory_allocated() logged between phases */
+  add_row(&t, "after setup", b->level_after_setup, total);
+  add_row(&t, "forward peak (with the loss)", b->forward_peak, total);
+  add_row(&t, "after forward and loss", b->level_after_forward, total);
   add_row(&t, "backward peak", b->backward_peak, total);
+  add_row(&t, "after backward", b->level_after_backward, total);
   add_row(&t, "optimizer step peak", b->optimizer_peak, total);
+  add_row(&t, "after optimizer step", b->level_after_optimizer, total);
   add_row(&t, "first step peak", b->first_step_peak, total);
   mb_table_rule(&t);
   add_row(&t, "allocated peak", b->allocated_peak, total);

@@ -122,6 +122,7 @@ BUDGET_U64_FIELDS = (
 BUDGET_MEASURED_FIELDS = ("measured_fixed", "measured_per_sample", "static_device_peak", "other_processes",
                           "conv_workspace", "matmul_workspace")
 BUDGET_ALLOCATOR_U64_FIELDS = ("segments", "cached_free", "largest_cached_free", "cudnn_workspace")
+BUDGET_LEVEL_FIELDS = ("level_after_setup", "level_after_forward", "level_after_backward", "level_after_optimizer")
 
 _BUDGET_FIELDS: List[Tuple[str, Any]] = (
     [("struct_size", c_uint32), ("mode", c_int32), ("batch_size", c_int64), ("grad_accumulation", c_int64),
@@ -134,7 +135,9 @@ _BUDGET_FIELDS: List[Tuple[str, Any]] = (
     # batches of graphs (issue 20): what batch_size counts, the batch rule (mb_batch_rule), the
     # default bounds taken, the graph-size table's count (0: no limit)
     + [("batch_unit", ctypes.c_char * 16), ("batch_rule", c_int32), ("assumed_bounds", c_int32),
-       ("batch_limit", c_int64)])
+       ("batch_limit", c_int64)]
+    # the step as people log it (issue 15): live bytes when the step leaves each phase
+    + [(name, c_uint64) for name in BUDGET_LEVEL_FIELDS])
 
 # mb_batch_rule, by value
 BATCH_RULES = ("plain", "per_sample", "largest", "quantile")
