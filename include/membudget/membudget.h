@@ -576,6 +576,21 @@ typedef struct mb_event {
 } mb_event;
 MB_API int mb_trace_event(const mb_trace *trace, size_t i, mb_event *out);
 
+/* ================================================================ pictures
+ * SVG documents drawn by the library itself (no plotting dependency), the same for the CLI, C
+ * callers and Python; the caller frees the string with mb_free(). Messages of failures go to
+ * mb_setup_errmsg(setup). docs/cli.md describes what they show. */
+
+/* The live memory of one simulated step: the allocated bytes after each event, stacked by
+ * category, over the events in order (more events than pixel columns: each column keeps its
+ * lowest and highest level, so the peak stays visible); the phases shaded and named; the
+ * allocated peak marked with its node and module; lines for the device peak, the usable memory
+ * and the device memory (when the setup gives one). batch > 0 draws the step at that batch size
+ * as an estimate at that batch would run it; 0 draws it at the setup's batch size, else at the
+ * solved one. title: a line above the plot (the model's name), or NULL. */
+MB_API int mb_timeline_svg(const mb_model *model, mb_setup *setup, int64_t batch, const char *title,
+                           char **out_svg);
+
 /* ================================================================ measured mode (CUDA)
  * The step measured on a real device. A measuring session loads the CUDA runtime at run time
  * (dlopen: one build runs with and without a GPU; libcuda, NVML, cuBLAS, cuBLASLt and cuDNN

@@ -235,7 +235,7 @@ static int estimate(mb_measure *meas, const mb_model *m, mb_setup *s, int json, 
 }
 
 int mb_cmd_estimate(int argc, char **argv) {
-  const char *path = NULL, *teacher_path = NULL;
+  const char *path = NULL, *teacher_path = NULL, *timeline = NULL;
   int json = 0, trace = 0, rc = MB_EXIT_OK, have_batch = 0, have_device = 0, measured = 0;
   mb_setup *setup = NULL;
   if (mb_setup_create(&setup) != MB_OK) return MB_EXIT_INPUT;
@@ -248,6 +248,10 @@ int mb_cmd_estimate(int argc, char **argv) {
     if (mb_cli_training_flag(setup, argc, argv, &i, &rc, &have_device)) continue;
     if (!strcmp(a, "--json")) json = 1;
     else if (!strcmp(a, "--trace")) trace = 1;
+    else if (!strcmp(a, "--timeline")) {
+      if (i + 1 >= argc || !argv[i + 1][0]) rc = mb_cli_usage_error("--timeline needs a file name (step.svg)");
+      else timeline = argv[++i];
+    }
     else if (!strcmp(a, "--mode")) {
       if (i + 1 >= argc || (strcmp(argv[i + 1], "static") && strcmp(argv[i + 1], "measured")))
         rc = mb_cli_usage_error("--mode needs static or measured");
@@ -300,6 +304,9 @@ int mb_cmd_estimate(int argc, char **argv) {
       explain_no_fit(&b);
       rc = MB_EXIT_NO_FIT;
     }
+    /* the static step at the budget's batch: as estimated (0), or the measured budget's batch */
+    int trc = timeline ? mb_cli_timeline(m, setup, meas ? b.batch_size : 0, path, timeline) : MB_EXIT_OK;
+    if (trc != MB_EXIT_OK) rc = trc;
   }
   mb_free(doc);
   mb_measure_free(meas);

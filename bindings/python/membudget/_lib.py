@@ -277,6 +277,8 @@ PROTOTYPES = {
     "mb_trace_free": (None, [TracePtr]),
     "mb_trace_num_events": (c_size_t, [TracePtr]),
     "mb_trace_event": (c_int, [TracePtr, c_size_t, _P(Event)]),
+    # pictures
+    "mb_timeline_svg": (c_int, [ModelPtr, SetupPtr, c_int64, c_char_p, _P(c_void_p)]),
     # measured mode
     "mb_measure_create": (c_int, [SetupPtr, _P(MeasurePtr)]),
     "mb_measure_free": (None, [MeasurePtr]),
