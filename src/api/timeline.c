@@ -152,22 +152,10 @@ static int take_samples(picture *pc, mb_diag *d) {
   return MB_OK;
 }
 
-/* A step of 1, 2, 2.5 or 5 x 10^k that cuts range into about `target` parts. */
-static double nice_step(double range, int target) {
-  if (!(range > 0)) return 1;
-  double raw = range / target, mag = pow(10.0, floor(log10(raw))), f = raw / mag;
-  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 2.5 ? 2.5 : f <= 5 ? 5 : 10) * mag;
-}
-
 static void scale(picture *pc, double top) {
-  static const struct { const char *name; double bytes; } units[] = {
-    {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0}, {"B", 1.0}};
-  size_t u = 0;
-  while (u + 1 < sizeof units / sizeof units[0] && top < units[u].bytes) u++;
-  pc->unit = units[u].bytes;
-  pc->unit_name = units[u].name;
-  double step = nice_step(top / pc->unit, 6);
-  if (u + 1 == sizeof units / sizeof units[0] && step < 1) step = 1;
+  pc->unit_name = mb_svg_byte_unit(top, &pc->unit);
+  double step = mb_svg_nice_step(top / pc->unit, 6);
+  if (pc->unit == 1 && step < 1) step = 1;
   double ticks = ceil(top * 1.04 / pc->unit / step);
   if (ticks < 1) ticks = 1;
   pc->step = step;
@@ -272,7 +260,7 @@ static void axes(mb_svg *svg, const picture *pc) {
   mb_svg_line(svg, PX0, PY0, PX0, PY1);
   mb_svg_raw(svg, "stroke=\"#555\"");
   mb_svg_empty(svg);
-  double xs = nice_step((double)pc->n, 8);
+  double xs = mb_svg_nice_step((double)pc->n, 8);
   if (xs < 1) xs = 1;
   for (int k = 0;; k++) {
     double i = k * xs;

@@ -13,6 +13,7 @@ int mb_cmd_estimate(int argc, char **argv);
 int mb_cmd_gpus(int argc, char **argv);
 int mb_cmd_measure(int argc, char **argv);
 int mb_cmd_alloc_replay(int argc, char **argv);
+int mb_cmd_sweep(int argc, char **argv);
 #include "membudget/membudget.h"
 /* --dim NAME=VALUE into setup; returns an exit code. */
 int mb_cli_parse_dim(mb_setup *setup, const char *arg);

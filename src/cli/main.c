@@ -59,6 +59,12 @@ static const char USAGE[] =
   "      dims, a row per graph) budgets for the worst batch of G graphs (each dim's G\n"
   "      largest values summed), --graph-quantile Q for that quantile of random batches.\n"
   "      --timeline draws the step's live memory by category, phases and peak as SVG.\n"
+  "  sweep MODEL.onnx (--batch LOW..HIGH | --dim NAME=LOW..HIGH) [--points N]\n"
+  "        [--batch N] [estimate's setup options] [--json] [--svg SWEEP.svg]\n"
+  "      the allocated, reserved and device peaks at each swept value: the powers of\n"
+  "      two in the range and both ends (--points N: N values on a log scale; or a\n"
+  "      list 1,8,64), with a device also the solved batch size. A dim sweep runs at\n"
+  "      --batch N, or solves the batch size at each value. --svg draws it.\n"
   "  measure MODEL.onnx [--batch N[,M...]]... [estimate's setup options] [--json]\n"
   "      the CUDA device (name, memory, measured context and library handles) and the\n"
   "      step replayed on it at each batch size (default 1 and 8) beside the static\n"
@@ -120,5 +126,6 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "gpus")) return mb_cmd_gpus(argc - 1, argv + 1);
   if (!strcmp(cmd, "measure")) return mb_cmd_measure(argc - 1, argv + 1);
   if (!strcmp(cmd, "alloc-replay")) return mb_cmd_alloc_replay(argc - 1, argv + 1);
+  if (!strcmp(cmd, "sweep")) return mb_cmd_sweep(argc - 1, argv + 1);
   return mb_cli_usage_error("unknown command '%s'", cmd);
 }

@@ -1,6 +1,7 @@
 #include "util/svg.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -195,3 +196,18 @@ void mb_svg_d_point(mb_svg *s, char cmd, double x, double y) {
 }
 
 void mb_svg_d_end(mb_svg *s, int close) { mb_sb_puts(&s->sb, close ? "Z\"" : "\""); }
+
+double mb_svg_nice_step(double range, int target) {
+  if (!(range > 0) || target < 1) return 1;
+  double raw = range / target, mag = pow(10.0, floor(log10(raw))), f = raw / mag;
+  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 2.5 ? 2.5 : f <= 5 ? 5 : 10) * mag;
+}
+
+const char *mb_svg_byte_unit(double top, double *bytes) {
+  static const struct { const char *name; double bytes; } units[] = {
+    {"TiB", 1099511627776.0}, {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0}, {"B", 1.0}};
+  size_t u = 0;
+  while (u + 1 < sizeof units / sizeof units[0] && top < units[u].bytes) u++;
+  *bytes = units[u].bytes;
+  return units[u].name;
+}

@@ -57,6 +57,11 @@ void mb_svg_d_begin(mb_svg *s);
 void mb_svg_d_point(mb_svg *s, char cmd, double x, double y);
 void mb_svg_d_end(mb_svg *s, int close);
 
+/* Axes: a step of 1, 2, 2.5 or 5 x 10^k that cuts range into about `target` parts; the binary
+ * unit (TiB, GiB, MiB, KiB, B) to label byte values up to top with, its size in *bytes. */
+double mb_svg_nice_step(double range, int target);
+const char *mb_svg_byte_unit(double top, double *bytes);
+
 /* A number as the writer prints it: at most two decimals, no exponent, '.' as the point. */
 void mb_svg_num(mb_strbuf *sb, double v);
 /* The same into buf (at least 24 bytes); returns buf. */

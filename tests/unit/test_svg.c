@@ -101,10 +101,72 @@ static void test_timeline_bad_input(void) {
   mb_setup_free(s);
 }
 
+/* A sweep leaves the setup as it found it: its batch size, and the swept dim's own value (or
+ * no value, when it had none). */
+static void test_sweep_restores_the_setup(void) {
+  mb_model *m = NULL;
+  mb_setup *s = NULL;
+  mb_sweep *w = NULL;
+  CHECK(mb_model_load_file(MB_MODELS_DIR "/gpt2_small_like.onnx", &m) == MB_OK);
+  CHECK(mb_setup_create(&s) == MB_OK);
+  CHECK(mb_setup_set_batch(s, 2) == MB_OK);
+  int64_t seqs[] = {64, 32};
+  CHECK(mb_sweep_create(m, s, "sequence", seqs, 2, 0, &w) == MB_OK);
+  CHECK_EQ_U64(mb_sweep_num_points(w), 2);
+  int64_t v = 0;
+  mb_budget b32 = {.struct_size = sizeof b32}, b = {.struct_size = sizeof b};
+  CHECK(mb_sweep_point(w, 0, &v, &b32) == MB_OK && v == 32 && b32.batch_size == 2);
+  CHECK(mb_sweep_point(w, 2, &v, &b) == MB_E_RANGE);
+  CHECK(mb_sweep_dim(w) && !strcmp(mb_sweep_dim(w), "sequence") && mb_sweep_solved_batch(w) == 0);
+  mb_sweep_free(w);
+  /* the dim had no value before: it has none after */
+  CHECK(mb_estimate(m, s, &b) == MB_E_INVALID_ARG);
+  CHECK_CONTAINS(mb_setup_errmsg(s), "sequence");
+  /* with a value of its own, that value comes back; the budget equals the sweep's point */
+  CHECK(mb_setup_set_dim(s, "sequence", 128) == MB_OK);
+  CHECK(mb_sweep_create(m, s, "sequence", seqs, 2, 0, &w) == MB_OK);
+  mb_sweep_free(w);
+  mb_budget b128 = {.struct_size = sizeof b128};
+  CHECK(mb_estimate(m, s, &b128) == MB_OK && b128.batch_size == 2 && b128.allocated_peak > b32.allocated_peak);
+  CHECK(mb_setup_set_dim(s, "sequence", 32) == MB_OK && mb_estimate(m, s, &b) == MB_OK);
+  CHECK_EQ_U64(b.device_peak, b32.device_peak);
+  /* a batch sweep sets the batch size for the call only */
+  int64_t batches[] = {1, 4};
+  CHECK(mb_sweep_create(m, s, NULL, batches, 2, 1, &w) == MB_OK); /* no device: no solved point */
+  CHECK_EQ_U64(mb_sweep_num_points(w), 2);
+  mb_sweep_free(w);
+  CHECK(mb_estimate(m, s, &b) == MB_OK && b.batch_size == 2);
+  /* bad input */
+  w = (mb_sweep *)1;
+  CHECK(mb_sweep_create(m, s, NULL, NULL, 0, 0, &w) == MB_E_INVALID_ARG && w == NULL);
+  int64_t zero[] = {0};
+  CHECK(mb_sweep_create(m, s, NULL, zero, 1, 0, &w) == MB_E_INVALID_ARG);
+  CHECK(mb_sweep_create(m, s, "no_such_dim", batches, 2, 0, &w) == MB_E_INVALID_ARG);
+  CHECK_CONTAINS(mb_setup_errmsg(s), "no_such_dim");
+  CHECK(mb_sweep_create(NULL, s, NULL, batches, 2, 0, &w) == MB_E_INVALID_ARG);
+  char *text = NULL;
+  CHECK(mb_sweep_json(NULL, &text) == MB_E_INVALID_ARG && mb_sweep_svg(NULL, NULL, &text) == MB_E_INVALID_ARG);
+  CHECK(mb_sweep_num_points(NULL) == 0 && mb_sweep_dim(NULL) == NULL);
+  mb_sweep_free(NULL);
+  /* the default values */
+  int64_t vals[16];
+  CHECK_EQ_U64(mb_sweep_values(3, 100, 0, vals, 16), 7);
+  CHECK(vals[0] == 3 && vals[1] == 4 && vals[6] == 100);
+  CHECK_EQ_U64(mb_sweep_values(1, 1000, 4, vals, 16), 4);
+  CHECK(vals[1] == 10 && vals[2] == 100);
+  CHECK_EQ_U64(mb_sweep_values(1, 1024, 0, NULL, 0), 11);
+  CHECK(mb_sweep_values(0, 8, 0, vals, 16) == 0 && mb_sweep_values(8, 1, 0, vals, 16) == 0 &&
+        mb_sweep_values(1, 8, 1, vals, 16) == 0);
+  CHECK_EQ_U64(mb_sweep_values(1, INT64_MAX, 0, NULL, 0), 64); /* 1, 2, ..., 2^62, and the end */
+  mb_setup_free(s);
+  mb_model_free(m);
+}
+
 int main(void) {
   test_numbers();
   test_escaping();
   test_path();
   test_timeline_bad_input();
+  test_sweep_restores_the_setup();
   return mbt_finish("svg");
 }

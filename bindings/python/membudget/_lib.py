@@ -69,6 +69,10 @@ class AllocReplayPtr(c_void_p):
     pass
 
 
+class SweepPtr(c_void_p):
+    pass
+
+
 # ---------------------------------------------------------------- mirrored structs
 class TensorDesc(Structure):
     """mb_tensor_desc"""
@@ -279,6 +283,16 @@ PROTOTYPES = {
     "mb_trace_event": (c_int, [TracePtr, c_size_t, _P(Event)]),
     # pictures
     "mb_timeline_svg": (c_int, [ModelPtr, SetupPtr, c_int64, c_char_p, _P(c_void_p)]),
+    # sweeps
+    "mb_sweep_create": (c_int, [ModelPtr, SetupPtr, c_char_p, _P(c_int64), c_size_t, c_int, _P(SweepPtr)]),
+    "mb_sweep_free": (None, [SweepPtr]),
+    "mb_sweep_num_points": (c_size_t, [SweepPtr]),
+    "mb_sweep_dim": (c_char_p, [SweepPtr]),
+    "mb_sweep_solved_batch": (c_int64, [SweepPtr]),
+    "mb_sweep_point": (c_int, [SweepPtr, c_size_t, _P(c_int64), _P(BudgetStruct)]),
+    "mb_sweep_values": (c_size_t, [c_int64, c_int64, c_int, _P(c_int64), c_size_t]),
+    "mb_sweep_json": (c_int, [SweepPtr, _P(c_void_p)]),
+    "mb_sweep_svg": (c_int, [SweepPtr, c_char_p, _P(c_void_p)]),
     # measured mode
     "mb_measure_create": (c_int, [SetupPtr, _P(MeasurePtr)]),
     "mb_measure_free": (None, [MeasurePtr]),

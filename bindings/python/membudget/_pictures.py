@@ -1,4 +1,5 @@
-"""timeline_svg(): the pictures the library draws, under estimate()'s keywords.
+"""timeline_svg() and sweep(): the pictures and sweeps the library makes, under estimate()'s
+keywords.
 
 The setup is built from the same keywords as estimate() (read from its signature, so a keyword
 added there works here too): every keyword that is not one of the few handled by make_setup
@@ -7,10 +8,13 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import json
 from contextlib import ExitStack, contextmanager
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _lib
+from ._budget import Budget, from_struct
 from ._errors import error_for
 from ._estimate import _model, estimate
 from ._lib import lib
@@ -72,3 +76,116 @@ def timeline_svg(model: Union[Model, Source], *, batch: Optional[int] = None, ti
         if status != 0:
             raise error_for(status, _lib.text(lib.mb_setup_errmsg(s)), "timeline failed")
     return _lib.take_string(out)
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One swept value and the budget there (the estimate with that value in the setup)."""
+
+    value: int
+    budget: Budget
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Budgets at several values of the batch size or of one dim, from sweep().
+
+    ``points`` ascending by value; ``solved_batch``: the batch size estimate() would solve for
+    (a point of its own; batch sweeps with a device); ``svg``: the picture `membudget sweep
+    --svg` draws; ``to_dict()``: the document of `membudget sweep --json`."""
+
+    dim: Optional[str]               # None: the batch size was swept
+    points: Tuple[SweepPoint, ...]
+    solved_batch: Optional[int]
+    device_memory: int               # 0 without a device
+    usable_memory: int
+    svg: str = field(repr=False, compare=False)
+    doc: Mapping[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+    @property
+    def values(self) -> Tuple[int, ...]:
+        return tuple(p.value for p in self.points)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """`membudget sweep --json`'s document (raw bytes)."""
+        return json.loads(json.dumps(self.doc))
+
+
+SweepValues = Union[str, Tuple[int, int], Iterable[int]]
+
+
+def sweep_values(lo: int, hi: int, points: Optional[int] = None) -> List[int]:
+    """The values a range lo..hi sweeps: the powers of two inside it and both ends, or
+    ``points`` values spread evenly on a log scale (the library's mb_sweep_values)."""
+    n = lib.mb_sweep_values(lo, hi, points or 0, None, 0)
+    if not n:
+        raise ValueError(f"a range is 1 <= lo <= hi with points >= 2 (or None), not {lo}..{hi} with points={points}")
+    out = (ctypes.c_int64 * n)()
+    lib.mb_sweep_values(lo, hi, points or 0, out, n)
+    return list(out)
+
+
+def _values(values: SweepValues, points: Optional[int]) -> List[int]:
+    """The CLI's syntax ("1..1024", "1,8,64"), a (lo, hi) tuple, or the values themselves."""
+    if isinstance(values, str):
+        if ".." in values:
+            lo, _, hi = values.partition("..")
+            return sweep_values(int(lo), int(hi), points)
+        values = [int(v) for v in values.split(",")]
+    elif isinstance(values, tuple) and len(values) == 2:
+        return sweep_values(int(values[0]), int(values[1]), points)
+    if points is not None:
+        raise ValueError("points goes with a range: (lo, hi) or \"lo..hi\"")
+    out = [int(v) for v in values]
+    if not out or min(out) < 1:
+        raise ValueError("the values to sweep are integers >= 1")
+    return out
+
+
+def sweep(model: Union[Model, Source], values: SweepValues, *, dim: Optional[str] = None,
+          points: Optional[int] = None, batch: Optional[int] = None, solved: bool = True,
+          title: Optional[str] = None, **kwargs: Any) -> Sweep:
+    """The budget at several values of the batch size, or of one dim: ``membudget sweep``.
+
+    ``values``: a range, as ``(1, 1024)`` or ``"1..1024"`` (the powers of two inside it and both
+    ends; ``points=N``: N values spread on a log scale), or the values themselves (``[1, 8, 64]``
+    or ``"1,8,64"``). Without ``dim`` the batch size is swept, and with a device (``gpu`` or
+    ``device_memory``) the solved batch size is added as a point (``solved=False`` leaves it
+    out). With ``dim="sequence"`` that dim is swept at ``batch``, or, without one, at the
+    largest batch that fits at each value (which needs a device). Each point equals estimate()
+    with that value; the other keywords are estimate()'s. ``title`` heads the picture."""
+    if dim is None and batch is not None:
+        raise TypeError("sweep: the batch size is what is swept; give it as the values")
+    device = kwargs.get("gpu") is not None or kwargs.get("device_memory") is not None or any(
+        k in ("gpu", "device_memory") for k in (kwargs.get("options") or {}))
+    if dim is not None and batch is None and not device:
+        raise ValueError("sweep over a dim: give a batch size (batch=N), or a GPU (gpu=NAME) or its memory "
+                         "(device_memory=SIZE) to solve the batch size at each value")
+    vals = _values(values, points)
+    arr = (ctypes.c_int64 * len(vals))(*vals)
+    w = _lib.SweepPtr()
+    with setup_for(model, kwargs, batch) as (m, s):
+        status = lib.mb_sweep_create(m, s, _lib.encode(dim) if dim else None, arr, len(vals), 1 if solved else 0,
+                                     ctypes.byref(w))
+        if status != 0:
+            raise error_for(status, _lib.text(lib.mb_setup_errmsg(s)), "sweep failed")
+    try:
+        pts = []
+        for i in range(lib.mb_sweep_num_points(w)):
+            b = _lib.new(_lib.BudgetStruct)
+            value = ctypes.c_int64()
+            if lib.mb_sweep_point(w, i, ctypes.byref(value), ctypes.byref(b)) != 0:
+                raise RuntimeError("mb_sweep_point failed")
+            pts.append(SweepPoint(value.value, from_struct(b, {}, None)))
+        doc_ptr, svg_ptr = ctypes.c_void_p(), ctypes.c_void_p()
+        st = lib.mb_sweep_json(w, ctypes.byref(doc_ptr))
+        doc = json.loads(_lib.take_string(doc_ptr)) if st == 0 else None
+        st2 = lib.mb_sweep_svg(w, _lib.encode(title) if title is not None else None, ctypes.byref(svg_ptr))
+        svg = _lib.take_string(svg_ptr) if st2 == 0 else None
+        if doc is None or svg is None:
+            raise error_for(st or st2, None, "sweep: writing its document failed")
+        solved_batch = lib.mb_sweep_solved_batch(w)
+    finally:
+        lib.mb_sweep_free(w)
+    return Sweep(dim=dim or None, points=tuple(pts), solved_batch=solved_batch or None,
+                 device_memory=doc["device_memory"], usable_memory=doc["usable_memory"], svg=svg, doc=doc)
