@@ -616,9 +616,9 @@ MB_API int64_t mb_sweep_solved_batch(const mb_sweep *sweep);
 /* Point i, ascending by value: the value and its budget (struct_size set by the caller). */
 MB_API int mb_sweep_point(const mb_sweep *sweep, size_t i, int64_t *value, mb_budget *out);
 /* The default values of a range lo..hi: with points == 0 the powers of two inside it and both
- * ends; with points >= 2 that many values spread evenly on a log scale from lo to hi, rounded
- * (fewer where two round to the same). Writes at most cap of them into values (which may be
- * NULL) and returns how many there are; 0 for a bad range (lo < 1, hi < lo, points 1 or < 0). */
+ * ends; with 2 <= points <= 65536 that many values spread evenly on a log scale from lo to hi,
+ * rounded (fewer where two round to the same). Writes at most cap of them into values (which may
+ * be NULL) and returns how many there are; 0 for a bad range (lo < 1, hi < lo, other points). */
 MB_API size_t mb_sweep_values(int64_t lo, int64_t hi, int points, int64_t *values, size_t cap);
 /* `membudget sweep --json` (docs/cli.md). The caller frees the string with mb_free(). */
 MB_API int mb_sweep_json(const mb_sweep *sweep, char **out_json);

@@ -25,6 +25,8 @@
 #include "sim/plan.h"
 #include "util/strbuf.h"
 
+#define MB_SWEEP_MAX_POINTS 65536
+
 static int cmp_i64(const void *a, const void *b) {
   int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
   return x < y ? -1 : x > y;
@@ -190,6 +192,8 @@ MB_API int mb_sweep_create(const mb_model *m, mb_setup *s, const char *dim, cons
   mb_diag_init(&d);
   if (over_dim) dim_sweep(m, s, w, &d);
   else batch_sweep(m, s, w, add_solved, &d);
+  if (d.status == MB_OK && !w->n)
+    mb_fail(&d, MB_E_INVALID_ARG, "sweep: no values to sweep, and no device memory to solve the batch size for");
   if (d.status != MB_OK) {
     snprintf(s->errmsg, sizeof s->errmsg, "%s", d.msg);
     mb_sweep_free(w);
@@ -225,7 +229,7 @@ MB_API int mb_sweep_point(const mb_sweep *w, size_t i, int64_t *value, mb_budget
 }
 
 MB_API size_t mb_sweep_values(int64_t lo, int64_t hi, int points, int64_t *values, size_t cap) {
-  if (lo < 1 || hi < lo || points < 0 || points == 1) return 0;
+  if (lo < 1 || hi < lo || points < 0 || points == 1 || points > MB_SWEEP_MAX_POINTS) return 0;
   size_t n = 0;
 #define PUT(v)                                        \
   do {                                                \

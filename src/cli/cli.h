@@ -35,10 +35,12 @@ int mb_cli_cuda_env(mb_setup *setup);
 int mb_cli_measure_open(const mb_setup *setup, mb_measure **out);
 
 /* svg_file.c: write data to path (a flag's value), the reason on stderr if it cannot be;
- * returns an exit code. mb_cli_timeline draws the step's timeline (mb_timeline_svg at batch,
- * titled with the model's file name) into out_path. */
+ * returns an exit code. mb_cli_timeline draws the step's timeline (mb_timeline_svg, titled with
+ * the model's file name) into out_path: the static estimate's step, or with a measured budget
+ * the simulated step at its batch size and device memory. */
 int mb_cli_write_file(const char *flag, const char *path, const char *data);
-int mb_cli_timeline(const mb_model *m, mb_setup *s, int64_t batch, const char *model_path, const char *out_path);
+int mb_cli_timeline(const mb_model *m, mb_setup *s, const mb_budget *measured, const char *model_path,
+                    const char *out_path);
 
 /* Print "membudget: <msg>" to stderr, a hint to run --help, and return MB_EXIT_USAGE. */
 #if defined(__GNUC__)

@@ -304,8 +304,7 @@ int mb_cmd_estimate(int argc, char **argv) {
       explain_no_fit(&b);
       rc = MB_EXIT_NO_FIT;
     }
-    /* the static step at the budget's batch: as estimated (0), or the measured budget's batch */
-    int trc = timeline ? mb_cli_timeline(m, setup, meas ? b.batch_size : 0, path, timeline) : MB_EXIT_OK;
+    int trc = timeline ? mb_cli_timeline(m, setup, meas ? &b : NULL, path, timeline) : MB_EXIT_OK;
     if (trc != MB_EXIT_OK) rc = trc;
   }
   mb_free(doc);

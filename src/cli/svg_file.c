@@ -27,8 +27,16 @@ static const char *base_name(const char *path) {
   return slash ? slash + 1 : path;
 }
 
-int mb_cli_timeline(const mb_model *m, mb_setup *s, int64_t batch, const char *model_path, const char *out_path) {
+int mb_cli_timeline(const mb_model *m, mb_setup *s, const mb_budget *measured, const char *model_path,
+                    const char *out_path) {
   char *svg = NULL;
+  int64_t batch = 0; /* static: the estimate's own batch, given or solved */
+  if (measured) {    /* the static step at the measured budget's batch, on the device it measured */
+    char bytes[32];
+    snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)measured->device_memory);
+    if (measured->device_memory) mb_setup_set(s, "device_memory", bytes);
+    batch = measured->batch_size;
+  }
   if (mb_timeline_svg(m, s, batch, base_name(model_path), &svg) != MB_OK) {
     fprintf(stderr, "membudget: --timeline: %s\n", mb_setup_errmsg(s));
     return MB_EXIT_INPUT;

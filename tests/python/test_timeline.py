@@ -254,3 +254,28 @@ def test_python_draws_the_same(cli, tmp_path, mlp):
         membudget.timeline_svg(str(mlp), batch=4, no_such_option=1)
     with pytest.raises(ValueError):
         membudget.timeline_svg(str(mlp))  # neither a batch nor a device to solve for
+
+
+def test_measured_mode_draws_the_static_step(cli, tmp_path):
+    """--mode measured (the fake CUDA device): the picture is the simulated step at the batch
+    the replays solved for."""
+    import subprocess
+
+    from measure_util import fake_env, needs_fake, relu_model
+    if needs_fake.args[0]:
+        pytest.skip(needs_fake.kwargs["reason"])
+    path = relu_model(tmp_path / "relu.onnx")
+    out = tmp_path / "m.svg"
+    p = subprocess.run([cli, "estimate", str(path), "--mode", "measured", "--loss", "mse", "--optimizer", "sgd",
+                        "--json", "--timeline", str(out)], capture_output=True, text=True, timeout=120, env=fake_env())
+    assert p.returncode == 0, p.stderr
+    measured = json.loads(p.stdout)["budget"]
+    assert measured["mode"] == "measured" and measured["solved"]
+    static, trace = budget_and_trace(cli, path, "--loss", "mse", "--optimizer", "sgd", "--batch",
+                                     str(measured["batch_size"]))
+    root = check_picture(out.read_text(), static, trace)
+    assert int(by_class(root, "timeline", "g")[0].get("data-batch")) == measured["batch_size"]
+    # the device it measured: its memory, and the usable part of it
+    for cls, field in (("usable", "usable_memory"), ("device-memory", "device_memory")):
+        (line,) = by_class(root, cls, "line")
+        assert int(line.get("data-bytes")) == measured[field]

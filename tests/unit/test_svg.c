@@ -158,6 +158,10 @@ static void test_sweep_restores_the_setup(void) {
   CHECK(mb_sweep_values(0, 8, 0, vals, 16) == 0 && mb_sweep_values(8, 1, 0, vals, 16) == 0 &&
         mb_sweep_values(1, 8, 1, vals, 16) == 0);
   CHECK_EQ_U64(mb_sweep_values(1, INT64_MAX, 0, NULL, 0), 64); /* 1, 2, ..., 2^62, and the end */
+  CHECK(mb_sweep_values(1, 8, 1 << 30, NULL, 0) == 0);            /* too many points: refused */
+  /* nothing to sweep and no device to solve for */
+  CHECK(mb_sweep_create(m, s, NULL, batches, 0, 1, &w) == MB_E_INVALID_ARG && !w);
+  CHECK_CONTAINS(mb_setup_errmsg(s), "no values to sweep");
   mb_setup_free(s);
   mb_model_free(m);
 }
