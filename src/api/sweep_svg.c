@@ -282,8 +282,9 @@ static void draw_limits(mb_svg *svg, const axes *a, const hline *ln, int n) {
     mb_svg_text(svg, lx, ty, anchor, "fill=\"#222\" stroke=\"#fff\" stroke-width=\"3\" paint-order=\"stroke\"", text);
   }
   if (*note) {
-    snprintf(text, sizeof text, "above the scale: %s", note);
-    mb_svg_text(svg, PX1, PY0 - 10, "end", "class=\"off-scale\" fill=\"#555\" font-style=\"italic\"", text);
+    char line[sizeof note + 32];
+    snprintf(line, sizeof line, "above the scale: %s", note);
+    mb_svg_text(svg, PX1, PY0 - 10, "end", "class=\"off-scale\" fill=\"#555\" font-style=\"italic\"", line);
   }
   mb_svg_close(svg, "g");
 }

@@ -369,8 +369,9 @@ static void limit_lines(mb_svg *svg, const picture *pc, const hline *ln, int n) 
                 "class=\"limit-label\" fill=\"#222\" stroke=\"#fff\" stroke-width=\"3\" paint-order=\"stroke\"", text);
   }
   if (*note) {
-    snprintf(text, sizeof text, "above the scale: %s", note);
-    mb_svg_text(svg, PX1, 66, "end", "class=\"off-scale\" fill=\"#555\" font-style=\"italic\"", text);
+    char line[sizeof note + 32];
+    snprintf(line, sizeof line, "above the scale: %s", note);
+    mb_svg_text(svg, PX1, 66, "end", "class=\"off-scale\" fill=\"#555\" font-style=\"italic\"", line);
   }
   mb_svg_close(svg, "g");
 }

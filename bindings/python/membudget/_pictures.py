@@ -65,6 +65,8 @@ def timeline_svg(model: Union[Model, Source], *, batch: Optional[int] = None, ti
     name). The other keywords are estimate()'s (optimizer, precision, dims, gpu, ...)."""
     if "batch" in kwargs:
         raise TypeError("batch is given once")
+    if batch is not None and batch < 1:
+        raise ValueError(f"batch must be at least 1, not {batch}")
     if batch is None and kwargs.get("gpu") is None and kwargs.get("device_memory") is None and not any(
             k in ("gpu", "device_memory") for k in (kwargs.get("options") or {})):
         raise ValueError("timeline_svg: give a batch size (batch=N), or a GPU (gpu=NAME) or its memory "
