@@ -539,6 +539,12 @@ typedef struct mb_budget {
                                   * setup (mb_shapes_assumption lists them) */
   int64_t batch_limit;           /* the most graphs a batch can hold: the graph-size table's
                                   * count (0: no limit) */
+  /* the step as people log it, torch.cuda.memory_allocated() between the phases: live bytes
+   * when the step leaves setup (weights, states, the batch), forward with the loss (the teacher's
+   * forward before it), backward, and the optimizer step. The peaks inside the phases are
+   * forward_peak (from the start of the step through the loss), backward_peak and
+   * optimizer_peak (each at least the level its phase starts at). */
+  uint64_t level_after_setup, level_after_forward, level_after_backward, level_after_optimizer;
 } mb_budget;
 
 /* On failure the message is in mb_setup_errmsg(setup). */
@@ -569,6 +575,56 @@ typedef struct mb_event {
   int32_t storage;       /* the storage's id: an allocation and its free share it */
 } mb_event;
 MB_API int mb_trace_event(const mb_trace *trace, size_t i, mb_event *out);
+
+/* ================================================================ pictures
+ * SVG documents drawn by the library itself (no plotting dependency), the same for the CLI, C
+ * callers and Python; the caller frees the string with mb_free(). Messages of failures go to
+ * mb_setup_errmsg(setup). docs/cli.md describes what they show. */
+
+/* The live memory of one simulated step: the allocated bytes after each event, stacked by
+ * category, over the events in order (more events than pixel columns: each column keeps its
+ * lowest and highest level, so the peak stays visible); the phases shaded and named; the
+ * allocated peak marked with its node and module; lines for the device peak, the usable memory
+ * and the device memory (when the setup gives one). batch > 0 draws the step at that batch size
+ * as an estimate at that batch would run it; 0 draws it at the setup's batch size, else at the
+ * solved one. title: a line above the plot (the model's name), or NULL. */
+MB_API int mb_timeline_svg(const mb_model *model, mb_setup *setup, int64_t batch, const char *title,
+                           char **out_svg);
+
+/* ================================================================ sweeps
+ * The budget at several values of the batch size or of one symbolic dim (a sequence length):
+ * each point is the budget mb_estimate gives with that value in the setup. A batch sweep runs
+ * every value on one plan (the plan the batch-size solve uses); a dim sweep plans each value
+ * once, because a plan's structure depends on the dims' values (docs/cli.md, "sweep"), and uses
+ * the setup's batch size at each, or solves it there on that value's plan. */
+typedef struct mb_sweep mb_sweep;
+/* dim NULL or "": sweep the batch size (the setup's batch size is set to each value for the
+ * call, then restored); else a symbolic dim of the graph inputs (or a tensor a dim value
+ * bounds), set to each value (the setup's own value of it comes back afterwards). values: n
+ * values >= 1 in any order, swept ascending, each once. add_solved != 0, with a batch sweep and
+ * a device memory in the setup, adds the batch size mb_estimate would solve for as a point of its
+ * own (its budget has solved = 1); n may then be 0. On failure *out is NULL and
+ * mb_setup_errmsg(setup) names the value that failed. */
+MB_API int mb_sweep_create(const mb_model *model, mb_setup *setup, const char *dim,
+                           const int64_t *values, size_t n, int add_solved, mb_sweep **out);
+MB_API void mb_sweep_free(mb_sweep *sweep);
+MB_API size_t mb_sweep_num_points(const mb_sweep *sweep);
+/* The swept dim, or NULL for a batch sweep. Lives as long as the sweep. */
+MB_API const char *mb_sweep_dim(const mb_sweep *sweep);
+/* The solved batch size of a batch sweep made with add_solved (0: none). */
+MB_API int64_t mb_sweep_solved_batch(const mb_sweep *sweep);
+/* Point i, ascending by value: the value and its budget (struct_size set by the caller). */
+MB_API int mb_sweep_point(const mb_sweep *sweep, size_t i, int64_t *value, mb_budget *out);
+/* The default values of a range lo..hi: with points == 0 the powers of two inside it and both
+ * ends; with 2 <= points <= 65536 that many values spread evenly on a log scale from lo to hi,
+ * rounded (fewer where two round to the same). Writes at most cap of them into values (which may
+ * be NULL) and returns how many there are; 0 for a bad range (lo < 1, hi < lo, other points). */
+MB_API size_t mb_sweep_values(int64_t lo, int64_t hi, int points, int64_t *values, size_t cap);
+/* `membudget sweep --json` (docs/cli.md). The caller frees the string with mb_free(). */
+MB_API int mb_sweep_json(const mb_sweep *sweep, char **out_json);
+/* The device peak, reserved and allocated peaks against the swept value, lines for the usable
+ * and the device memory, the solved batch marked. title: a line above the plot, or NULL. */
+MB_API int mb_sweep_svg(const mb_sweep *sweep, const char *title, char **out_svg);
 
 /* ================================================================ measured mode (CUDA)
  * The step measured on a real device. A measuring session loads the CUDA runtime at run time

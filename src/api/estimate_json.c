@@ -208,6 +208,10 @@ static void json_budget(mb_strbuf *sb, const mb_budget *b) {
   field(sb, "cached_free", b->cached_free, 0);
   field(sb, "largest_cached_free", b->largest_cached_free, 0);
   field(sb, "cudnn_workspace", b->cudnn_workspace, 0);
+  field(sb, "level_after_setup", b->level_after_setup, 0);
+  field(sb, "level_after_forward", b->level_after_forward, 0);
+  field(sb, "level_after_backward", b->level_after_backward, 0);
+  field(sb, "level_after_optimizer", b->level_after_optimizer, 0);
 }
 
 static const char *batch_rule_name(int rule) {

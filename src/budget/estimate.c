@@ -78,6 +78,10 @@ static void fill(const est *x, int64_t batch, const mb_run *r, const mb_reserved
   bu->backward_peak = r->phase_peak[MB_PHASE_BACKWARD];
   bu->optimizer_peak = r->phase_peak[MB_PHASE_OPTIMIZER];
   bu->first_step_peak = r->first_step_peak;
+  bu->level_after_setup = r->phase_end[MB_PHASE_SETUP];
+  bu->level_after_forward = r->phase_end[MB_PHASE_LOSS];
+  bu->level_after_backward = r->phase_end[MB_PHASE_BACKWARD];
+  bu->level_after_optimizer = r->phase_end[MB_PHASE_OPTIMIZER];
   uint64_t res;
   if (rr) { /* the allocator model: never below the live bytes it was asked for */
     res = rr->reserved_peak > r->peak ? rr->reserved_peak : r->peak;

@@ -13,6 +13,7 @@ int mb_cmd_estimate(int argc, char **argv);
 int mb_cmd_gpus(int argc, char **argv);
 int mb_cmd_measure(int argc, char **argv);
 int mb_cmd_alloc_replay(int argc, char **argv);
+int mb_cmd_sweep(int argc, char **argv);
 #include "membudget/membudget.h"
 /* --dim NAME=VALUE into setup; returns an exit code. */
 int mb_cli_parse_dim(mb_setup *setup, const char *arg);
@@ -32,6 +33,14 @@ int mb_cli_backend_first(mb_setup *setup, int argc, char **argv);
  * cuda_* keys; then a measuring session, or MB_EXIT_NO_CUDA with the reason on stderr. */
 int mb_cli_cuda_env(mb_setup *setup);
 int mb_cli_measure_open(const mb_setup *setup, mb_measure **out);
+
+/* svg_file.c: write data to path (a flag's value), the reason on stderr if it cannot be;
+ * returns an exit code. mb_cli_timeline draws the step's timeline (mb_timeline_svg, titled with
+ * the model's file name) into out_path: the static estimate's step, or with a measured budget
+ * the simulated step at its batch size and device memory. */
+int mb_cli_write_file(const char *flag, const char *path, const char *data);
+int mb_cli_timeline(const mb_model *m, mb_setup *s, const mb_budget *measured, const char *model_path,
+                    const char *out_path);
 
 /* Print "membudget: <msg>" to stderr, a hint to run --help, and return MB_EXIT_USAGE. */
 #if defined(__GNUC__)

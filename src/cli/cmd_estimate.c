@@ -128,9 +128,14 @@ static void print_human(const char *path, const mb_model *m, const mb_model *tea
   add_row(&t, "dynamic part of the peak", b->dynamic_peak, total);
   add_row(&t, per, b->dynamic_per_sample, 0);
   mb_table_rule(&t);
-  add_row(&t, "forward peak", b->forward_peak, total);
+  /* the step in order, as memory_allocated() / max_memory_allocated() logged between phases */
+  add_row(&t, "after setup", b->level_after_setup, total);
+  add_row(&t, "forward peak (with the loss)", b->forward_peak, total);
+  add_row(&t, "after forward and loss", b->level_after_forward, total);
   add_row(&t, "backward peak", b->backward_peak, total);
+  add_row(&t, "after backward", b->level_after_backward, total);
   add_row(&t, "optimizer step peak", b->optimizer_peak, total);
+  add_row(&t, "after optimizer step", b->level_after_optimizer, total);
   add_row(&t, "first step peak", b->first_step_peak, total);
   mb_table_rule(&t);
   add_row(&t, "allocated peak", b->allocated_peak, total);
@@ -230,7 +235,7 @@ static int estimate(mb_measure *meas, const mb_model *m, mb_setup *s, int json, 
 }
 
 int mb_cmd_estimate(int argc, char **argv) {
-  const char *path = NULL, *teacher_path = NULL;
+  const char *path = NULL, *teacher_path = NULL, *timeline = NULL;
   int json = 0, trace = 0, rc = MB_EXIT_OK, have_batch = 0, have_device = 0, measured = 0;
   mb_setup *setup = NULL;
   if (mb_setup_create(&setup) != MB_OK) return MB_EXIT_INPUT;
@@ -243,6 +248,10 @@ int mb_cmd_estimate(int argc, char **argv) {
     if (mb_cli_training_flag(setup, argc, argv, &i, &rc, &have_device)) continue;
     if (!strcmp(a, "--json")) json = 1;
     else if (!strcmp(a, "--trace")) trace = 1;
+    else if (!strcmp(a, "--timeline")) {
+      if (i + 1 >= argc || !argv[i + 1][0]) rc = mb_cli_usage_error("--timeline needs a file name (step.svg)");
+      else timeline = argv[++i];
+    }
     else if (!strcmp(a, "--mode")) {
       if (i + 1 >= argc || (strcmp(argv[i + 1], "static") && strcmp(argv[i + 1], "measured")))
         rc = mb_cli_usage_error("--mode needs static or measured");
@@ -295,6 +304,8 @@ int mb_cmd_estimate(int argc, char **argv) {
       explain_no_fit(&b);
       rc = MB_EXIT_NO_FIT;
     }
+    int trc = timeline ? mb_cli_timeline(m, setup, meas ? &b : NULL, path, timeline) : MB_EXIT_OK;
+    if (trc != MB_EXIT_OK) rc = trc;
   }
   mb_free(doc);
   mb_measure_free(meas);

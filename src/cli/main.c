@@ -41,7 +41,7 @@ static const char USAGE[] =
   "           [--backend cuda|cpu] [--foreach 0|1] [--grad-sum inplace|copy]\n"
   "           [--mode static|measured] [--cuda-device N] [--json [--trace]]\n"
   "           [--per-sample DIM=COUNT,...] [--batch-unit WORD] [--graph-sizes CSV]\n"
-  "           [--graph-quantile Q] [--graph-batches K]\n"
+  "           [--graph-quantile Q] [--graph-batches K] [--timeline STEP.svg]\n"
   "      simulates one training step (forward, loss, backward, optimizer step) and\n"
   "      prints where the memory goes. Without --batch it solves for the largest batch\n"
   "      size whose device peak fits utilization x device memory (exit 3 if even the\n"
@@ -58,6 +58,13 @@ static const char USAGE[] =
   "      the batch, which then counts graphs; --graph-sizes CSV (a header naming the\n"
   "      dims, a row per graph) budgets for the worst batch of G graphs (each dim's G\n"
   "      largest values summed), --graph-quantile Q for that quantile of random batches.\n"
+  "      --timeline draws the step's live memory by category, phases and peak as SVG.\n"
+  "  sweep MODEL.onnx (--batch LOW..HIGH | --dim NAME=LOW..HIGH) [--points N]\n"
+  "        [--batch N] [estimate's setup options] [--json] [--svg SWEEP.svg]\n"
+  "      the allocated, reserved and device peaks at each swept value: the powers of\n"
+  "      two in the range and both ends (--points N: N values on a log scale; or a\n"
+  "      list 1,8,64), with a device also the solved batch size. A dim sweep runs at\n"
+  "      --batch N, or solves the batch size at each value. --svg draws it.\n"
   "  measure MODEL.onnx [--batch N[,M...]]... [estimate's setup options] [--json]\n"
   "      the CUDA device (name, memory, measured context and library handles) and the\n"
   "      step replayed on it at each batch size (default 1 and 8) beside the static\n"
@@ -119,5 +126,6 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "gpus")) return mb_cmd_gpus(argc - 1, argv + 1);
   if (!strcmp(cmd, "measure")) return mb_cmd_measure(argc - 1, argv + 1);
   if (!strcmp(cmd, "alloc-replay")) return mb_cmd_alloc_replay(argc - 1, argv + 1);
+  if (!strcmp(cmd, "sweep")) return mb_cmd_sweep(argc - 1, argv + 1);
   return mb_cli_usage_error("unknown command '%s'", cmd);
 }

@@ -77,6 +77,8 @@ typedef struct mb_run {
   uint64_t teacher_transient;
   uint64_t first_step_peak;
   int32_t assumed;                    /* default bounds taken for data-dependent sizes */
+  uint64_t phase_end[MB_PHASE_COUNT]; /* live when the step leaves each phase (after its last
+                                       * event; a phase without events: the level it is passed at) */
 } mb_run;
 
 /* Run the plan at batch (shapes inferred with s's dims). bytes/live: optional per-event

@@ -78,6 +78,7 @@ int mb_plan_run(const mb_plan *p, const mb_setup *s, int64_t batch, mb_run *r, u
       if (e->phase == MB_PHASE_TEACHER) teacher_base = live;
       for (int ph = prev + 1; ph <= e->phase; ph++) /* a phase holds at least what it starts with */
         if (live > r->phase_peak[ph]) r->phase_peak[ph] = live;
+      for (int ph = prev; ph < e->phase; ph++) r->phase_end[ph] = live;
       if (!snap_fwd && e->phase > MB_PHASE_FORWARD) {
         r->activations = cat[MB_CAT_ACTIVATION];
         snap_fwd = true;
@@ -108,6 +109,7 @@ int mb_plan_run(const mb_plan *p, const mb_setup *s, int64_t batch, mb_run *r, u
   }
   for (int ph = prev + 1; ph < MB_PHASE_COUNT; ph++) /* phases without events (SGD's step) */
     if (live > r->phase_peak[ph]) r->phase_peak[ph] = live;
+  for (int ph = prev; ph < MB_PHASE_COUNT; ph++) r->phase_end[ph] = live;
   if (!snap_setup) memcpy(r->persistent, cat, sizeof cat);
   if (!snap_fwd) r->activations = cat[MB_CAT_ACTIVATION];
   r->inputs = r->persistent[MB_CAT_INPUT];

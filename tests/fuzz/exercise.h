@@ -116,6 +116,41 @@ static int mb_fuzz_exercise_shapes(const mb_model *m, const mb_setup *setup) {
 /* One training-step estimate at batch 3 under a setup that reaches most of the simulation
  * (autocast, checkpointing every module, the model as its own teacher, eager attention), and
  * its JSON with the trace. Failing is fine with a message; a budget must add up. */
+/* Where an estimate succeeds, its timeline and a batch sweep (two sizes and the solved one)
+ * must too; a dim sweep over "sequence" may fail (the graph need not have that dim), with a
+ * message. Every document is read to its end. */
+static int mb_fuzz_exercise_pictures(const mb_model *m, mb_setup *s) {
+  int bad = 0;
+  char *svg = NULL;
+  int rc = mb_timeline_svg(m, s, 0, "fuzz <&>", &svg);
+  if (rc == MB_OK && (!svg || strncmp(svg, "<?xml", 5))) bad |= mb_fuzz_violation("mb_timeline_svg", rc, NULL);
+  else if (rc != MB_OK && rc != MB_E_NOMEM)
+    bad |= mb_fuzz_violation("mb_timeline_svg fails where mb_estimate did not", rc, mb_setup_errmsg(s));
+  if (svg) mb_fuzz_sink += strlen(svg);
+  mb_free(svg);
+  const int64_t values[] = {3, 1};
+  for (int k = 0; k < 2; k++) {
+    mb_sweep *w = NULL;
+    rc = mb_sweep_create(m, s, k ? "sequence" : NULL, values, 2, 1, &w);
+    if (!mb_fuzz_status_ok(rc) || (rc != MB_OK && !*mb_setup_errmsg(s))) {
+      bad |= mb_fuzz_violation("mb_sweep_create", rc, NULL);
+    } else if (rc == MB_OK) {
+      char *doc = NULL, *pic = NULL;
+      mb_budget b = {.struct_size = sizeof b};
+      for (size_t i = 0; i < mb_sweep_num_points(w); i++)
+        if (mb_sweep_point(w, i, NULL, &b) != MB_OK) bad |= mb_fuzz_violation("mb_sweep_point", 0, NULL);
+      if (mb_sweep_json(w, &doc) == MB_OK) mb_fuzz_sink += strlen(doc);
+      if (mb_sweep_svg(w, NULL, &pic) == MB_OK) mb_fuzz_sink += strlen(pic);
+      mb_free(doc);
+      mb_free(pic);
+    } else if (!k && rc != MB_E_NOMEM) {
+      bad |= mb_fuzz_violation("a batch sweep fails where mb_estimate did not", rc, mb_setup_errmsg(s));
+    }
+    mb_sweep_free(w);
+  }
+  return bad;
+}
+
 static int mb_fuzz_exercise_estimate(const mb_model *m) {
   int bad = 0;
   mb_setup *s = NULL;
@@ -150,6 +185,7 @@ static int mb_fuzz_exercise_estimate(const mb_model *m) {
       bad |= mb_fuzz_violation("mb_estimate_json fails where mb_estimate did not", rc, mb_setup_errmsg(s));
     }
     mb_free(json);
+    bad |= mb_fuzz_exercise_pictures(m, s);
   }
   mb_setup_free(s);
   return bad;

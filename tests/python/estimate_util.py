@@ -56,9 +56,11 @@ class Step:
         self.live = 0
         self.phase = "setup"
         self.peaks = {"setup": 0}
+        self.entered = {"setup": 0}  # phase -> live bytes when the step entered it
         self.tensors = {}  # name -> (bytes, is_activation)
 
     def enter(self, phase):
+        self.entered.setdefault(phase, self.live)
         self.phase = phase
         self.peaks[phase] = max(self.peaks.get(phase, 0), self.live)
 
@@ -93,6 +95,21 @@ class Step:
     @property
     def allocated_peak(self):
         return self.peak(*self.PHASES)
+
+    def level_after(self, phase):
+        """Live bytes when the step left `phase`: the level the next phase it entered began at
+        (a phase it never entered is passed at that level too), or the live total at the end."""
+        for later in self.PHASES[self.PHASES.index(phase) + 1:]:
+            if later in self.entered:
+                return self.entered[later]
+        return self.live
+
+    def levels(self):
+        """The budget's level_after_* fields: after setup, forward with the loss, backward and
+        the optimizer step."""
+        return {"level_after_setup": self.level_after("setup"), "level_after_forward": self.level_after("loss"),
+                "level_after_backward": self.level_after("backward"),
+                "level_after_optimizer": self.level_after("optimizer")}
 
 
 def ce_loss(s, logits_bytes, grad_name="g_logits"):

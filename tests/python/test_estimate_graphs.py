@@ -33,7 +33,7 @@ def const_f32(name, value):
 
 def check(got, s, acts, *, keys=("forward_peak", "backward_peak", "optimizer_peak", "allocated_peak")):
     """Compare the budget's peaks and activations with a hand-written Step."""
-    want = {"activations": acts, **{k: getattr(s, k) for k in keys}}
+    want = {"activations": acts, **{k: getattr(s, k) for k in keys}, **s.levels()}
     have = {k: got[k] for k in want}
     assert have == want
 

@@ -30,10 +30,12 @@ from ._model import Model, NodeInfo, Shapes, TensorInfo, TensorShape, gpus, load
 from ._estimate import BatchSize, compute_batch_size, estimate
 from ._measure import measure
 from ._replay import alloc_replay
+from ._pictures import Sweep, SweepPoint, sweep, sweep_values, timeline_svg
 
 __all__ = [
     "__version__", "library_version", "library_path",
     "load", "estimate", "compute_batch_size", "BatchSize", "measure", "alloc_replay", "gpus", "format_bytes",
+    "timeline_svg", "sweep", "sweep_values", "Sweep", "SweepPoint",
     "Model", "Budget", "TraceEvent", "ModuleBytes", "AssumedBound", "Shapes", "TensorShape", "TensorInfo", "NodeInfo",
     "PHASES", "CATEGORIES",
     "MembudgetError", "InvalidArgumentError", "ModelIOError", "ParseError", "InvalidModelError",

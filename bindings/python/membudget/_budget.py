@@ -152,6 +152,13 @@ class Budget:
     dims: Mapping[str, int] = field(default_factory=dict)
     worst_batch: str = ""
     assumed_bounds: Tuple[AssumedBound, ...] = ()
+    # the step as people log it: torch.cuda.memory_allocated() when the step leaves setup,
+    # forward (with the loss), backward and the optimizer step (the peaks inside the phases are
+    # forward_peak, backward_peak, optimizer_peak)
+    level_after_setup: int = 0
+    level_after_forward: int = 0
+    level_after_backward: int = 0
+    level_after_optimizer: int = 0
     summary: str = field(default="", compare=False, repr=False)
     setup: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     trace: Optional[Tuple[TraceEvent, ...]] = field(default=None, compare=False, repr=False)
@@ -203,7 +210,7 @@ class Budget:
         d["at_peak"] = dict(self.at_peak)
         d["reserved_source"] = self.reserved_source
         d["allocator_ooms"] = self.allocator_ooms
-        for name in _lib.BUDGET_ALLOCATOR_U64_FIELDS:
+        for name in _lib.BUDGET_ALLOCATOR_U64_FIELDS + _lib.BUDGET_LEVEL_FIELDS:
             d[name] = getattr(self, name)
         d["batch_unit"] = self.batch_unit
         d["batch_rule"] = self.batch_rule
@@ -229,7 +236,8 @@ class Budget:
 
 
 _BYTE_NAMES = frozenset([name for name, _ in BYTE_FIELDS] + ["available", "total", "cached_free",
-                                                               "largest_cached_free", "cudnn_workspace"])
+                                                               "largest_cached_free", "cudnn_workspace"]
+                        + list(_lib.BUDGET_LEVEL_FIELDS))
 
 
 def from_struct(b: _lib.BudgetStruct, setup: Mapping[str, Any],
@@ -258,7 +266,7 @@ def from_struct(b: _lib.BudgetStruct, setup: Mapping[str, Any],
         at_peak=dict(zip(CATEGORIES, b.at_peak)),
         reserved_source="allowance" if b.reserved_source == 1 else "allocator",
         allocator_ooms=b.allocator_ooms,
-        **{name: getattr(b, name) for name in _lib.BUDGET_ALLOCATOR_U64_FIELDS},
+        **{name: getattr(b, name) for name in _lib.BUDGET_ALLOCATOR_U64_FIELDS + _lib.BUDGET_LEVEL_FIELDS},
         batch_unit=_lib.text(b.batch_unit),
         batch_rule=_lib.BATCH_RULES[b.batch_rule] if 0 <= b.batch_rule < len(_lib.BATCH_RULES) else "plain",
         batch_limit=b.batch_limit,

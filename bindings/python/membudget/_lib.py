@@ -69,6 +69,10 @@ class AllocReplayPtr(c_void_p):
     pass
 
 
+class SweepPtr(c_void_p):
+    pass
+
+
 # ---------------------------------------------------------------- mirrored structs
 class TensorDesc(Structure):
     """mb_tensor_desc"""
@@ -122,6 +126,7 @@ BUDGET_U64_FIELDS = (
 BUDGET_MEASURED_FIELDS = ("measured_fixed", "measured_per_sample", "static_device_peak", "other_processes",
                           "conv_workspace", "matmul_workspace")
 BUDGET_ALLOCATOR_U64_FIELDS = ("segments", "cached_free", "largest_cached_free", "cudnn_workspace")
+BUDGET_LEVEL_FIELDS = ("level_after_setup", "level_after_forward", "level_after_backward", "level_after_optimizer")
 
 _BUDGET_FIELDS: List[Tuple[str, Any]] = (
     [("struct_size", c_uint32), ("mode", c_int32), ("batch_size", c_int64), ("grad_accumulation", c_int64),
@@ -134,7 +139,9 @@ _BUDGET_FIELDS: List[Tuple[str, Any]] = (
     # batches of graphs (issue 20): what batch_size counts, the batch rule (mb_batch_rule), the
     # default bounds taken, the graph-size table's count (0: no limit)
     + [("batch_unit", ctypes.c_char * 16), ("batch_rule", c_int32), ("assumed_bounds", c_int32),
-       ("batch_limit", c_int64)])
+       ("batch_limit", c_int64)]
+    # the step as people log it (issue 15): live bytes when the step leaves each phase
+    + [(name, c_uint64) for name in BUDGET_LEVEL_FIELDS])
 
 # mb_batch_rule, by value
 BATCH_RULES = ("plain", "per_sample", "largest", "quantile")
@@ -274,6 +281,18 @@ PROTOTYPES = {
     "mb_trace_free": (None, [TracePtr]),
     "mb_trace_num_events": (c_size_t, [TracePtr]),
     "mb_trace_event": (c_int, [TracePtr, c_size_t, _P(Event)]),
+    # pictures
+    "mb_timeline_svg": (c_int, [ModelPtr, SetupPtr, c_int64, c_char_p, _P(c_void_p)]),
+    # sweeps
+    "mb_sweep_create": (c_int, [ModelPtr, SetupPtr, c_char_p, _P(c_int64), c_size_t, c_int, _P(SweepPtr)]),
+    "mb_sweep_free": (None, [SweepPtr]),
+    "mb_sweep_num_points": (c_size_t, [SweepPtr]),
+    "mb_sweep_dim": (c_char_p, [SweepPtr]),
+    "mb_sweep_solved_batch": (c_int64, [SweepPtr]),
+    "mb_sweep_point": (c_int, [SweepPtr, c_size_t, _P(c_int64), _P(BudgetStruct)]),
+    "mb_sweep_values": (c_size_t, [c_int64, c_int64, c_int, _P(c_int64), c_size_t]),
+    "mb_sweep_json": (c_int, [SweepPtr, _P(c_void_p)]),
+    "mb_sweep_svg": (c_int, [SweepPtr, c_char_p, _P(c_void_p)]),
     # measured mode
     "mb_measure_create": (c_int, [SetupPtr, _P(MeasurePtr)]),
     "mb_measure_free": (None, [MeasurePtr]),
