@@ -27,14 +27,16 @@ from ._errors import (DoesNotFitError, ExportError, InvalidArgumentError, Invali
                       MembudgetError, ModelIOError, NoCudaError, ParseError, RangeError, UnsupportedError)
 from ._budget import CATEGORIES, PHASES, AssumedBound, Budget, ModuleBytes, TraceEvent, format_bytes
 from ._model import Model, NodeInfo, Shapes, TensorInfo, TensorShape, gpus, load
-from ._estimate import BatchSize, compute_batch_size, estimate
+from ._estimate import BatchSize, advise, compute_batch_size, estimate
+from ._report import Advice, Module, PeakTensor
 from ._measure import measure
 from ._replay import alloc_replay
 
 __all__ = [
     "__version__", "library_version", "library_path",
-    "load", "estimate", "compute_batch_size", "BatchSize", "measure", "alloc_replay", "gpus", "format_bytes",
+    "load", "estimate", "compute_batch_size", "BatchSize", "advise", "measure", "alloc_replay", "gpus", "format_bytes",
     "Model", "Budget", "TraceEvent", "ModuleBytes", "AssumedBound", "Shapes", "TensorShape", "TensorInfo", "NodeInfo",
+    "Module", "PeakTensor", "Advice",
     "PHASES", "CATEGORIES",
     "MembudgetError", "InvalidArgumentError", "ModelIOError", "ParseError", "InvalidModelError",
     "UnsupportedError", "LimitError", "NoCudaError", "RangeError", "DoesNotFitError", "ExportError",
