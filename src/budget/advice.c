@@ -97,18 +97,18 @@ static void apply(mb_setup *s, const variant *v, saved *sv, char **ckpt, char **
   if (v->accumulation > 0) t->grad_accumulation = v->accumulation;
   if (v->batch_min > 0) t->batch_min = v->batch_min;
   if (v->n_ckpt && ckpt) { /* the setup's globs, then the variant's (borrowed, not owned) */
-    memcpy(ckpt, t->checkpoint, t->n_checkpoint * sizeof *ckpt);
+    if (t->n_checkpoint) memcpy(ckpt, t->checkpoint, t->n_checkpoint * sizeof *ckpt);
     memcpy(ckpt + t->n_checkpoint, v->ckpt, (size_t)v->n_ckpt * sizeof *ckpt);
     t->checkpoint = ckpt;
     t->n_checkpoint += (size_t)v->n_ckpt;
   }
   if (v->freeze && fr) {
-    memcpy(fr, s->freeze, s->n_freeze * sizeof *fr);
+    if (s->n_freeze) memcpy(fr, s->freeze, s->n_freeze * sizeof *fr);
     fr[s->n_freeze++] = v->freeze;
     s->freeze = fr;
   }
   if (v->trainable && tr) {
-    memcpy(tr, s->trainable, s->n_trainable * sizeof *tr);
+    if (s->n_trainable) memcpy(tr, s->trainable, s->n_trainable * sizeof *tr);
     tr[s->n_trainable++] = v->trainable;
     s->trainable = tr;
   }
@@ -272,6 +272,13 @@ static int teacher_offload(ctx *c) {
   return consider(c, &v);
 }
 
+/* The next factor of batch above k: up to 4096, then batch itself (a micro-batch of 1). */
+static int64_t next_factor(int64_t batch, int64_t k) {
+  for (k++; k <= batch && k <= 4096; k++)
+    if (batch % k == 0) return k;
+  return k <= batch ? batch : 0;
+}
+
 /* Gradient accumulation keeping the effective batch: the micro-batch divided by the smallest
  * factor whose budget fits (every factor tried failing: the last one tried), the steps
  * multiplied by it. Only for a batch that was given, or a minimum that does not fit. */
@@ -286,8 +293,8 @@ static int accumulation(ctx *c) {
   memset(&best_sol, 0, sizeof best_sol);
   bool solved = false, best_solved = false, have = false;
   int tries = 0;
-  for (int64_t k = 2; k <= batch && tries < MAX_ACCUMULATION_TRIES; k++) {
-    if (batch % k || steps > INT64_MAX / k) continue;
+  for (int64_t k = next_factor(batch, 1); k > 0 && tries < MAX_ACCUMULATION_TRIES; k = next_factor(batch, k)) {
+    if (steps > INT64_MAX / k || steps * k > (1 << 20)) break; /* grad_accumulation's range */
     tries++;
     init_variant(&v, MB_ADVICE_GRAD_ACCUMULATION);
     v.micro = batch / k;
@@ -436,7 +443,8 @@ static int find_groups(const tree *t, group **out, int32_t *n_out) {
     for (int32_t up = M->mods[gs[i].container].info.parent, below = gs[i].container; up >= 0;
          below = up, up = M->mods[up].info.parent)
       for (int32_t j = 0; j < n; j++)
-        if (gs[j].container == up && same_stem(M->mods[below].name, M->mods[gs[j].first_member].name)) {
+        if (gs[j].container == up && has_children(t, below) &&
+            same_stem(M->mods[below].name, M->mods[gs[j].first_member].name)) {
           gs[i].outer = false;
           gs[j].inner = false;
         }
@@ -611,7 +619,7 @@ static int freeze(ctx *c, const mb_modules *mods) {
   v.trainable = mb_arena_strdup(&c->out->arena, glob);
   if (!v.freeze || !v.trainable) return mb_fail(c->d, MB_E_NOMEM, "out of memory");
   if (lora) {
-    snprintf(v.title, sizeof v.title, "train only the LoRA adapters (%s)", glob);
+    snprintf(v.title, sizeof v.title, "train only the LoRA adapters (%.400s)", glob);
     snprintf(v.note, sizeof v.note, "a what-if: the base model frozen, as peft's get_peft_model sets it up, changes "
              "what the model learns");
   } else {

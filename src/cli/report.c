@@ -91,7 +91,7 @@ static void print_modules(const mb_modules *mods, int depth, const mb_budget *b)
     }
     char name[600], p[32], k[32], a[32], s[16];
     if (!x.path)
-      snprintf(name, sizeof name, "(no module: optimizer states, inputs, workspaces, loss)");
+      snprintf(name, sizeof name, "(no module)");
     else if (x.depth == 0)
       snprintf(name, sizeof name, "%s", x.model == 1 ? "(teacher)" : "(model)");
     else
@@ -106,7 +106,8 @@ static void print_modules(const mb_modules *mods, int depth, const mb_budget *b)
   }
   mb_table_print(&tb, stdout, "  ");
   mb_table_free(&tb);
-  if (hidden) printf("  (%zu modules with nothing to show left out)\n", hidden);
+  printf("  (no module): optimizer states, master weights, the EMA copy, the batch, workspaces, the loss\n");
+  if (hidden) printf("  %zu modules with nothing at the peak, no parameters and nothing kept are left out\n", hidden);
 }
 
 static void print_top(const mb_modules *mods, int n) {
