@@ -74,11 +74,11 @@ int mb_report_json(const mb_model *m, mb_setup *s, const mb_plan *p, const mb_bu
     }
     mb_modules_free(mods);
   }
-  if (d->status == MB_OK && r.advise != MB_ADVISE_NEVER) {
+  if (d->status == MB_OK && r.advise != MB_ADVISE_NEVER && b->mode == MB_MODE_STATIC) { /* simulated only */
     const char *reason = "";
     int due = mb_advice_due(b, &reason);
     mb_advice *a = NULL;
-    if ((r.advise == MB_ADVISE_ALWAYS || due) && b->mode == MB_MODE_STATIC) mb_advice_build(m, s, p, b, &a, d);
+    if (r.advise == MB_ADVISE_ALWAYS || due) mb_advice_build(m, s, p, b, &a, d);
     if (d->status == MB_OK) json_advice(&sb, r.advise, reason, due, b, a);
     mb_advice_free(a);
   }

@@ -267,7 +267,7 @@ int mb_cmd_estimate(int argc, char **argv) {
   if (rc == MB_EXIT_OK && !path) rc = mb_cli_usage_error("estimate: no model given");
   if (rc == MB_EXIT_OK && trace && !json) rc = mb_cli_usage_error("--trace goes with --json");
   if (rc == MB_EXIT_OK && measured && report.asked)
-    rc = mb_cli_usage_error("--by-module, --top and --advise report the simulated step: static mode only");
+    rc = mb_cli_usage_error("--advise re-runs the simulation: static mode only");
   if (rc == MB_EXIT_OK && !have_batch && !have_device && !measured) /* measured: the device's own */
     rc = mb_cli_usage_error("estimate: give a GPU (--gpu NAME) or its memory (--device-memory SIZE) "
                             "to solve the batch size for, or a batch size (--batch N)");
@@ -297,7 +297,7 @@ int mb_cmd_estimate(int argc, char **argv) {
     if (json) fputs(doc, stdout);
     else print_human(path, m, teacher, setup, &b, summary);
     if (!json && b.mode == MB_MODE_MEASURED) print_measured(&b);
-    if (!json && b.mode == MB_MODE_STATIC) rc = mb_cli_print_report(m, setup, &b, &report);
+    if (!json) rc = mb_cli_print_report(m, setup, &b, &report);
     if (b.fits == 0 && rc == MB_EXIT_OK) {
       explain_no_fit(&b);
       rc = MB_EXIT_NO_FIT;

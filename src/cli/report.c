@@ -1,6 +1,7 @@
 /* membudget estimate's reports beside the budget: the module tree (--by-module [--depth N]),
  * the largest tensors at the peak (--top N) and what would make it fit (--advise; by default
- * when the budget does not fit or a given batch is within 10% of the usable memory). */
+ * when the budget does not fit or a given batch is within 10% of the usable memory; static mode
+ * only: the tree of a measured budget is the simulated step's at its batch). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@ int mb_cli_report_init(mb_setup *s, mb_cli_report *r) {
 int mb_cli_report_flag(mb_setup *s, int argc, char **argv, int *i, int *rc, mb_cli_report *r) {
   const char *a = argv[*i];
   if (!strcmp(a, "--by-module")) {
-    r->by_module = r->asked = 1;
+    r->by_module = 1;
     *rc = set(s, a, "by_module", "1");
   } else if (!strcmp(a, "--advise")) {
     r->advise = 2;
@@ -53,7 +54,6 @@ int mb_cli_report_flag(mb_setup *s, int argc, char **argv, int *i, int *rc, mb_c
       *rc = set(s, a, "module_depth", v);
     } else {
       r->top = (int)n;
-      r->asked = 1;
       *rc = set(s, a, "top", v);
     }
   } else {
@@ -186,7 +186,7 @@ int mb_cli_print_report(const mb_model *m, mb_setup *s, const mb_budget *b, cons
   }
   const char *reason = "";
   int due = mb_advice_due(b, &reason);
-  if (r->advise == 2 || (r->advise == 1 && due)) {
+  if (b->mode == MB_MODE_STATIC && (r->advise == 2 || (r->advise == 1 && due))) {
     mb_advice *a = NULL;
     if (mb_advise(m, s, &a) != MB_OK) {
       fprintf(stderr, "membudget: advice: %s\n", mb_setup_errmsg(s));

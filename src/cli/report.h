@@ -7,7 +7,7 @@
 typedef struct mb_cli_report {
   int by_module, depth, top;
   int advise;   /* 0 never, 1 when due (the default), 2 always */
-  int asked;    /* --by-module, --top or --advise was given */
+  int asked;    /* --advise was given */
 } mb_cli_report;
 
 /* The defaults (advice when due), also into the setup's report keys for --json. */

@@ -10,6 +10,7 @@ import pytest
 
 from binding_util import membudget
 from conftest import MODELS, run
+from measure_util import fake_options, needs_fake
 
 from membudget import _lib  # noqa: E402
 from membudget._lib import lib  # noqa: E402
@@ -125,6 +126,16 @@ def test_advice_is_the_clis(cli):
         membudget.estimate(MODELS / "resnet18.onnx", batch=8, advise="maybe")
     with pytest.raises(ValueError, match="static mode only"):
         membudget.estimate(MODELS / "resnet18.onnx", batch=8, mode="measured", advise=True)
+
+
+@needs_fake
+def test_tree_of_a_measured_budget():
+    """mode="measured" with trace=True (or by_module=True): Budget.modules() as before, from the
+    simulated step at the measured batch."""
+    b = membudget.estimate(MODELS / "resnet18.onnx", batch=4, mode="measured", trace=True, options=fake_options())
+    static = membudget.estimate(MODELS / "resnet18.onnx", batch=4, by_module=True)
+    assert b.mode == "measured" and b.module_tree == static.module_tree
+    assert sum(r.bytes for r in b.modules()) == static.allocated_peak
 
 
 def test_c_advice_is_the_json(cli):

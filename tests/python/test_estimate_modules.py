@@ -17,12 +17,14 @@ the targets and the loss (allocated by no node) to no module. The step is writte
 Step helper from the autograd rules (test_estimate_mlp.py has the same Gemm/ReLU conventions),
 each tensor tagged with its module by hand."""
 import json
+import subprocess
 
 import pytest
 from onnx import helper
 
 from conftest import MODELS, ROOT, run
 from estimate_util import EXACT, Step, init, model, tensor
+from measure_util import fake_env, needs_fake
 
 SGD = ["--optimizer", "sgd", *EXACT]
 W0, B0 = 4 * 16 * 8, 4 * 16
@@ -201,8 +203,22 @@ def test_options_are_checked(cli, blocks):
     for bad in (["--depth", "0"], ["--top", "x"], ["--depth"]):
         p = run(cli, "estimate", blocks, "--batch", "2", *bad)
         assert p.returncode == 2, bad
-    p = run(cli, "estimate", blocks, "--mode", "measured", "--by-module")
-    assert p.returncode == 2 and "static mode only" in p.stderr
+
+
+@needs_fake
+def test_tree_of_a_measured_budget(cli, blocks):
+    """In measured mode the tree is the simulated step's at the measured batch: the static tree."""
+    measured = subprocess.run([cli, "estimate", str(blocks), "--mode", "measured", "--batch", "64", *SGD,
+                               "--by-module", "--top", "4", "--json"], capture_output=True, text=True,
+                              env=fake_env(), timeout=120)
+    assert measured.returncode == 0, measured.stderr
+    m = json.loads(measured.stdout)
+    assert m["budget"]["mode"] == "measured" and "advice" not in m
+    static = doc(cli, blocks, "--batch", "64", *SGD, "--by-module", "--top", "4")
+    assert m["modules"] == static["modules"] and m["top"] == static["top"]
+    table = subprocess.run([cli, "estimate", str(blocks), "--mode", "measured", "--batch", "64", *SGD, "--by-module"],
+                           capture_output=True, text=True, env=fake_env(), timeout=120)
+    assert "modules at batch 64" in table.stdout and "what would" not in table.stdout
 
 
 # ---- the tree's invariants on the zoo ----------------------------------------------------------

@@ -92,7 +92,8 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
     (``budget.top_tensors``), ``advise=True`` the simulated advice (``budget.advice``: each
     line a re-run of the simulation with one change; ``"auto"`` only when the budget does not
     fit or a given batch is within 10% of the usable memory; ``advise_trainable`` the glob the
-    freezing what-if trains). Static mode only. Failures raise MembudgetError subclasses with
+    freezing what-if trains; static mode only). In measured mode the tree is the simulated
+    step's at the measured batch size. Failures raise MembudgetError subclasses with
     the library's message (an unsupported op, an unbound dim, a bad option value)."""
     check_mode(mode)
     opts: List[Tuple[str, Value]] = list((options or {}).items())
@@ -141,10 +142,8 @@ def _report_options(by_module: bool, trace: bool, depth: Optional[int], top: Opt
     if advise not in (None, True, False, "auto", "always", "never"):
         raise ValueError(f"advise must be True, False or 'auto', not {advise!r}")
     advising = advise not in (None, False, "never")
-    if mode == "measured":
-        if by_module or top or advising:
-            raise ValueError("by_module=, top= and advise= report the simulated step: static mode only")
-        return []
+    if mode == "measured" and advising:
+        raise ValueError("advise= re-runs the simulation: static mode only")
     out: List[Tuple[str, Value]] = []
     if by_module or trace:
         out.append(("by_module", True))
