@@ -316,7 +316,8 @@ static int accumulation(ctx *c) {
   snprintf(total, sizeof total, "%lld", (long long)best.accumulation);
   snprintf(eff, sizeof eff, "%lld", (long long)(batch * steps));
   snprintf(best.title, sizeof best.title, "gradient accumulation: batch %s x %s steps", micro, total);
-  snprintf(best.note, sizeof best.note, "the same %s samples per optimizer step in %s micro-batches", eff, total);
+  snprintf(best.note, sizeof best.note, "the same %s %.16s per optimizer step in %s micro-batches", eff,
+           base->batch_unit[0] ? base->batch_unit : "samples", total);
   arg(c, &best, "--batch", micro);
   arg(c, &best, "--grad-accumulation", total);
   if (best.batch_min) arg(c, &best, "--batch-min", micro);

@@ -67,6 +67,8 @@ CASES = [
     ("unet-no-device", [MODELS / "unet_like.onnx", "--batch", "8", "--advise"]),
     ("teacher", [MODELS / "resnet18.onnx", "--teacher", MODELS / "resnet50.onnx", "--gpu", "t4", "--batch", "512"]),
     ("lora", [TRUTH / "hf__llama_lora.onnx", "--gpu", "t4", "--dim", "sequence=512", "--batch", "64"]),
+    ("gnn-graphs", [TRUTH / "gnn__gat.onnx", "--device-memory", "2GiB", "--per-sample", "nodes=37,edges=120",
+                    "--batch", "4096"]),
 ]
 
 
@@ -127,6 +129,14 @@ def test_lines_that_do_not_apply_are_left_out(cli):
               check=3)
     assert one["advice"]["lines"]
     assert "grad_accumulation" not in {line["kind"] for line in one["advice"]["lines"]}
+
+
+def test_accumulation_counts_graphs(cli):
+    d = doc(cli, TRUTH / "gnn__gat.onnx", "--device-memory", "2GiB", "--per-sample", "nodes=37,edges=120",
+            "--batch", "4096", check=3)
+    ga = [line for line in d["advice"]["lines"] if line["kind"] == "grad_accumulation"][0]
+    assert ga["effective_batch_size"] == 4096 and ga["fits"]
+    assert "the same 4096 graphs per optimizer step" in ga["note"]
 
 
 def test_teacher_offload_and_lora(cli):
