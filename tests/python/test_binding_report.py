@@ -175,3 +175,13 @@ def test_c_advice_is_the_json(cli):
     lib.mb_advice_free(None)
     assert lib.mb_advice_num(None) == 0 and _lib.text(lib.mb_advice_kind_name(99)) == "unknown"
     assert lib.mb_advice_due(None, None) == 0
+
+
+def test_does_not_fit_carries_the_advice():
+    with pytest.raises(membudget.DoesNotFitError) as e:
+        membudget.compute_batch_size(MODELS / "gpt2_small_like.onnx", gpu="t4", min_batch_size=64,
+                                     dims={"sequence": 1024}, advise="auto")
+    kinds = {a.kind for a in e.value.budget.advice}
+    assert {"grad_accumulation", "checkpoint", "precision"} <= kinds
+    ga = [a for a in e.value.budget.advice if a.kind == "grad_accumulation"][0]
+    assert ga.effective_batch_size == 64 and ga.fits
