@@ -65,8 +65,8 @@ void mb_modules_top_json(mb_strbuf *sb, const mb_modules *mods, int32_t n) {
     mb_sb_json_str(sb, t->tensor);
     mb_sb_puts(sb, ", \"bytes\": ");
     mb_sb_json_u64(sb, t->bytes);
-    mb_sb_printf(sb, ", \"category\": \"%s\", \"phase\": \"%s\", \"model\": %s, \"node\": ", mb_category_name(t->category),
-                 mb_phase_name(t->phase), model_name(t->model));
+    mb_sb_printf(sb, ", \"category\": \"%s\", \"phase\": \"%s\", \"model\": %s, \"node\": ",
+                 mb_category_name(t->category), mb_phase_name(t->phase), model_name(t->model));
     mb_sb_json_str(sb, t->node);
     mb_sb_puts(sb, ", \"op_type\": ");
     mb_sb_json_str(sb, t->op_type);

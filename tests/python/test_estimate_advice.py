@@ -62,7 +62,8 @@ def check_lines(cli, args):
 CASES = [
     ("resnet18", [MODELS / "resnet18.onnx", "--gpu", "t4", "--batch", "512"]),
     ("bert", [MODELS / "bert_base_like.onnx", "--gpu", "t4", *BERT, "--batch", "64"]),
-    ("gpt2-min", [MODELS / "gpt2_small_like.onnx", "--gpu", "a100-40gb", "--dim", "sequence=1024", "--batch-min", "64"]),
+    ("gpt2-min", [MODELS / "gpt2_small_like.onnx", "--gpu", "a100-40gb", "--dim", "sequence=1024",
+                  "--batch-min", "64"]),
     ("vit-solved", [MODELS / "vit_b_16.onnx", "--gpu", "a100-40gb", "--advise"]),
     ("unet-no-device", [MODELS / "unet_like.onnx", "--batch", "8", "--advise"]),
     ("teacher", [MODELS / "resnet18.onnx", "--teacher", MODELS / "resnet50.onnx", "--gpu", "t4", "--batch", "512"]),
