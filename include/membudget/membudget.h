@@ -82,7 +82,10 @@ typedef enum mb_struct_id {
   MB_STRUCT_EVENT = 5,
   MB_STRUCT_SHAPE_DESC = 6,
   MB_STRUCT_DEVICE_INFO = 7,
-  MB_STRUCT_REPLAY = 8
+  MB_STRUCT_REPLAY = 8,
+  MB_STRUCT_MODULE_INFO = 9,
+  MB_STRUCT_PEAK_TENSOR = 10,
+  MB_STRUCT_ADVICE_LINE = 11
 } mb_struct_id;
 MB_API size_t mb_struct_size(int which);
 
@@ -625,6 +628,115 @@ MB_API int mb_sweep_json(const mb_sweep *sweep, char **out_json);
 /* The device peak, reserved and allocated peaks against the swept value, lines for the usable
  * and the device memory, the solved batch marked. title: a line above the plot, or NULL. */
 MB_API int mb_sweep_svg(const mb_sweep *sweep, const char *title, char **out_svg);
+/* ---------------------------------------------------------------- where the memory goes
+ * The step at one batch size attributed to PyTorch modules, as a tree. A module's path comes
+ * from the graph (mb_model_node_origin: the dynamo exporter's name scopes, TorchScript's node
+ * names). Each tensor of the step belongs to one module:
+ * - a tensor a node allocates (activations, their grads, a weight's grad, temporaries) to that
+ *   node's module;
+ * - a weight, embedding or buffer (and a gradient allocated before the step, with gradient
+ *   accumulation) to the module its name says ("layer1.0.conv1.weight": layer1.0.conv1) or, for
+ *   a name that is no module path ("onnx::MatMul_12"), to the innermost module running every
+ *   node that reads it;
+ * - the teacher's tensors to the teacher's tree; what no node makes and no weight is (optimizer
+ *   states, master weights, the EMA copy, the batch, cuBLAS workspaces, the loss) to no module.
+ * Entries come in print order: the model's root ("" ), its submodules depth first with siblings
+ * largest first (share of the peak, then kept, then parameters), then the teacher's root and
+ * tree if there is a teacher, then one "no module" entry (path NULL, model -1). Figures are
+ * subtree totals, so a module's children add up to at most its own, and the roots and the
+ * "no module" entry add up to the allocated peak (at_peak), to what forward keeps (kept) and to
+ * every parameter and embedding byte on the device (parameters). */
+typedef struct mb_modules mb_modules;
+/* Simulate the step at batch (>= 1) and attribute it. Messages go to mb_setup_errmsg(setup). */
+MB_API int mb_modules_create(const mb_model *model, mb_setup *setup, int64_t batch, mb_modules **out);
+MB_API void mb_modules_free(mb_modules *modules);
+MB_API size_t mb_modules_num(const mb_modules *modules);
+typedef struct mb_module_info {
+  uint32_t struct_size;  /* set to sizeof(mb_module_info) by the caller */
+  int32_t model;         /* 0: the model, 1: the teacher, -1: the "no module" entry */
+  int32_t parent;        /* index of the parent entry; -1 for a root and for "no module" */
+  int32_t depth;         /* 0 for a root, 1 for its children, ... */
+  const char *path;      /* dotted PyTorch module path ("layer1.0.conv1"), "" for a root, NULL
+                          * for "no module" */
+  int64_t nodes;         /* ONNX nodes that run in it and its submodules */
+  uint64_t parameters;   /* parameter and embedding bytes on the device (its own and its
+                          * submodules'); buffers are not parameters */
+  uint64_t kept;         /* what it keeps for backward: activation bytes live at the end of
+                          * forward that its nodes made (budget.activations in all) */
+  uint64_t at_peak;      /* its share of the peak: bytes live at the allocated peak that belong
+                          * to it and its submodules */
+  uint64_t at_peak_category[MB_CAT_COUNT]; /* the same by mb_category */
+} mb_module_info;
+MB_API int mb_modules_get(const mb_modules *modules, size_t i, mb_module_info *out);
+/* Every tensor live at the allocated peak, largest first. */
+MB_API size_t mb_modules_num_tensors(const mb_modules *modules);
+typedef struct mb_peak_tensor {
+  uint32_t struct_size;  /* set to sizeof(mb_peak_tensor) by the caller */
+  int32_t category;      /* mb_category */
+  int32_t phase;         /* the mb_phase that allocated it */
+  int32_t model;         /* 0: the model, 1: the teacher */
+  uint64_t bytes;        /* device bytes */
+  const char *tensor;    /* as mb_event.tensor */
+  const char *node;      /* the ONNX node that allocated it, or NULL */
+  const char *op_type;   /* that node's op type, or NULL */
+  const char *aten;      /* the aten op a dynamo export recorded for it, or NULL */
+  const char *module;    /* the path of the module it belongs to, or NULL (no module) */
+  int32_t module_index;  /* that module's entry (mb_modules_get) */
+} mb_peak_tensor;
+MB_API int mb_modules_tensor(const mb_modules *modules, size_t i, mb_peak_tensor *out);
+
+/* ---------------------------------------------------------------- what would make it fit
+ * Advice, each line a real re-run of the simulation with one change to the setup, the rest as
+ * given: mixed precision (amp-bf16; amp-fp16 on a GPU of the table without bf16), checkpointing
+ * the modules that keep the most (the repeated blocks of the module tree), 8-bit AdamW (for
+ * Adam and AdamW), fused attention (unless already fused), gradient accumulation keeping the
+ * effective batch (a given batch, or a minimum that does not fit: the micro-batch divided by
+ * the smallest factor that fits, the steps multiplied by it), teacher offload (with a teacher),
+ * and, as a what-if that changes what trains, freezing all but a glob (advise_trainable; LoRA
+ * adapters when the graph has them, else the last top-level module with parameters). A change
+ * that does not apply, fails to simulate or does not lower the device peak gives no line.
+ * Lines come largest saving first. */
+typedef struct mb_advice mb_advice;
+typedef enum mb_advice_kind {
+  MB_ADVICE_PRECISION = 1, MB_ADVICE_CHECKPOINT = 2, MB_ADVICE_OPTIMIZER = 3,
+  MB_ADVICE_ATTENTION = 4, MB_ADVICE_GRAD_ACCUMULATION = 5, MB_ADVICE_TEACHER_OFFLOAD = 6,
+  MB_ADVICE_FREEZE = 7
+} mb_advice_kind;
+MB_API const char *mb_advice_kind_name(int kind); /* "precision", "checkpoint", ... */
+/* Whether a budget calls for advice: 1 when it does not fit, or when its batch size was given
+ * (not solved) and its device peak is within 10% of the usable memory (available < usable /
+ * 10); else 0. reason (may be NULL) gets "does not fit", "within 10% of the usable memory" or
+ * "". A solved batch sits at the limit by construction, so it alone calls for nothing. */
+MB_API int mb_advice_due(const mb_budget *budget, const char **reason);
+/* The advice for this setup (at its batch size, or the solved one). The setup is changed during
+ * the call and restored before it returns. Messages go to mb_setup_errmsg(setup). */
+MB_API int mb_advise(const mb_model *model, mb_setup *setup, mb_advice **out);
+MB_API void mb_advice_free(mb_advice *advice);
+/* The budget the lines are compared with (the setup as given). */
+MB_API int mb_advice_baseline(const mb_advice *advice, mb_budget *out);
+MB_API size_t mb_advice_num(const mb_advice *advice);
+typedef struct mb_advice_line {
+  uint32_t struct_size;  /* set to sizeof(mb_advice_line) by the caller */
+  int32_t kind;          /* mb_advice_kind */
+  const char *title;     /* "mixed precision (bf16 autocast)" */
+  const char *note;      /* what to know about it, or "" */
+  const char *flags;     /* the change as `membudget estimate` flags, shell-quoted:
+                          * "--checkpoint 'layers.*'" */
+  int32_t argc;          /* the same flags, one argument each */
+  const char *const *argv;
+  int32_t what_if;       /* 1: it changes what the model learns (freezing), not only how */
+  int32_t fits;          /* at batch_size: 1, 0; -1 without device memory */
+  int64_t batch_size;    /* the batch the peak is at: the baseline's, or gradient
+                          * accumulation's smaller micro-batch */
+  int64_t grad_accumulation;
+  uint64_t allocated_peak;
+  uint64_t device_peak;  /* `membudget estimate --batch batch_size` with the change */
+  int64_t available;     /* usable memory - device_peak */
+  int64_t solved_batch;  /* the largest batch that fits with the change (`membudget estimate`
+                          * without --batch); 0: none fits; -1: no device memory */
+  uint64_t solved_device_peak; /* the device peak at solved_batch */
+} mb_advice_line;
+MB_API int mb_advice_get(const mb_advice *advice, size_t i, mb_advice_line *out);
 
 /* ================================================================ measured mode (CUDA)
  * The step measured on a real device. A measuring session loads the CUDA runtime at run time

@@ -8,6 +8,7 @@
 #include "api/budget_doc.h"
 #include "api/info_summary.h"
 #include "api/versioned.h"
+#include "budget/advice.h"
 #include "budget/context.h"
 #include "budget/estimate.h"
 #include "budget/reserved.h"
@@ -388,13 +389,16 @@ MB_API int mb_estimate_json(const mb_model *m, mb_setup *s, int trace, char **ou
   mb_diag_init(&d);
   mb_plan *p = NULL;
   mb_budget b;
+  char *extra = NULL; /* "modules", "top", "advice" when the setup asks (api/advice_json.c) */
   if (mb_plan_build(m, s, &p, &d) == MB_OK && mb_estimate_plan(p, s, &b, &d) == MB_OK &&
-      mb_budget_document(s, p, &b, trace, NULL, out, &d) == MB_OK && budget &&
+      mb_report_json(m, s, p, &b, &extra, &d) == MB_OK &&
+      mb_budget_document(s, p, &b, trace, extra, out, &d) == MB_OK && budget &&
       mb_fill_versioned(budget, &b, sizeof b, offsetof(mb_budget, at_peak))) {
     mb_fail(&d, MB_E_INVALID_ARG, "mb_estimate_json: budget.struct_size is not set");
     mb_free(*out);
     *out = NULL;
   }
+  free(extra);
   mb_plan_free(p);
   if (d.status != MB_OK) snprintf(s->errmsg, sizeof s->errmsg, "%s", d.msg);
   return d.status;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api/budget_doc.h"
+#include "budget/advice.h"
 #include "api/versioned.h"
 #include "cuda/measure.h"
 #include "util/strbuf.h"
@@ -83,9 +84,12 @@ MB_API int mb_measure_estimate_json(mb_measure *m, const mb_model *model, mb_set
     u64(&extra, "matmul_workspace", b.matmul_workspace, ",\n    \"device\": ");
     json_device(&extra, &v, "    ");
     mb_sb_puts(&extra, "\n  }");
-    if (mb_sb_failed(&extra)) mb_fail(&d, MB_E_NOMEM, "out of memory");
-    else if (mb_budget_document(&eff, p, &b, trace, extra.data, out, &d) == MB_OK && budget &&
-             mb_fill_versioned(budget, &b, sizeof b, offsetof(mb_budget, at_peak))) {
+    char *report = NULL; /* "modules", "top" of the simulated step when asked (api/advice_json.c) */
+    if (mb_report_json(model, &eff, p, &b, &report, &d) == MB_OK && report) mb_sb_puts(&extra, report);
+    free(report);
+    if (d.status == MB_OK && mb_sb_failed(&extra)) mb_fail(&d, MB_E_NOMEM, "out of memory");
+    else if (d.status == MB_OK && mb_budget_document(&eff, p, &b, trace, extra.data, out, &d) == MB_OK &&
+             budget && mb_fill_versioned(budget, &b, sizeof b, offsetof(mb_budget, at_peak))) {
       mb_fail(&d, MB_E_INVALID_ARG, "mb_measure_estimate_json: budget.struct_size is not set");
       mb_free(*out);
       *out = NULL;

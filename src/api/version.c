@@ -41,6 +41,9 @@ MB_API size_t mb_struct_size(int which) {
     case MB_STRUCT_SHAPE_DESC: return sizeof(mb_shape_desc);
     case MB_STRUCT_DEVICE_INFO: return sizeof(mb_device_info);
     case MB_STRUCT_REPLAY: return sizeof(mb_replay);
+    case MB_STRUCT_MODULE_INFO: return sizeof(mb_module_info);
+    case MB_STRUCT_PEAK_TENSOR: return sizeof(mb_peak_tensor);
+    case MB_STRUCT_ADVICE_LINE: return sizeof(mb_advice_line);
     default: return 0;
   }
 }

@@ -63,6 +63,7 @@ MB_API void mb_setup_free(mb_setup *s) {
   free(s->is_bound);
   mb_setup_cuda_free(s);
   mb_setup_graphs_free(s);
+  mb_setup_report_free(s);
   mb_arena_destroy(&s->arena);
   free(s);
 }
@@ -351,7 +352,8 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
     if (!strcmp(value, "0")) t->fragmentation = 0;
     else if ((rc = parse_fraction(s, key, value, 0.0, 0.9, &f)) == MB_OK) t->fragmentation = f;
     if (rc == MB_OK) t->reserved_model = MB_RESERVED_ALLOWANCE; /* the allowance is what it sizes */
-  } else if (!mb_setup_cuda_option(s, key, value, &rc) && !mb_setup_graphs_option(s, key, value, &rc)) {
+  } else if (!mb_setup_cuda_option(s, key, value, &rc) && !mb_setup_graphs_option(s, key, value, &rc) &&
+             !mb_setup_report_option(s, key, value, &rc)) {
     snprintf(s->errmsg, sizeof s->errmsg, "unknown setup option '%s'", key);
     return MB_E_INVALID_ARG;
   }

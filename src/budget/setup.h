@@ -90,6 +90,17 @@ typedef struct mb_batching {
   int64_t batches;      /* random batches sampled for a quantile */
 } mb_batching;
 
+/* What mb_estimate_json reports beside the budget (setup keys by_module, module_depth, top,
+ * advise, advise_trainable; setup_report.c). */
+enum mb_advise_when { MB_ADVISE_NEVER = 0, MB_ADVISE_AUTO = 1, MB_ADVISE_ALWAYS = 2 };
+typedef struct mb_report_opts {
+  bool by_module;           /* the module tree (budget/modules.c) */
+  int32_t module_depth;     /* its deepest level reported; 0: every level */
+  int32_t top;              /* the largest tensors alive at the peak to list; 0: none */
+  int32_t advise;           /* enum mb_advise_when: simulated advice (budget/advice.c) */
+  char *advise_trainable;   /* the glob the freezing what-if trains, or NULL: chosen from the graph */
+} mb_report_opts;
+
 struct mb_setup {
   char **freeze;
   char **trainable;
@@ -107,6 +118,7 @@ struct mb_setup {
   mb_cuda_opts cuda;
   mb_batching batching;
   char errmsg[1536];
+  mb_report_opts report;
 };
 
 /* Whether a parameter or embedding called `name` trains under s (NULL: everything trains). */
@@ -132,6 +144,10 @@ int64_t mb_setup_batch_limit(const mb_setup *s);
 /* mb_batch_rule of the setup, and what batch_size counts ("samples", "graphs"). */
 int mb_setup_batch_rule(const mb_setup *s);
 const char *mb_setup_batch_unit(const mb_setup *s);
+/* setup_report.c: the report keys of mb_setup_set (by_module, module_depth, top, advise,
+ * advise_trainable). Returns 1 and sets *rc when key is one of them, else 0. */
+int mb_setup_report_option(mb_setup *s, const char *key, const char *value, int *rc);
+void mb_setup_report_free(mb_setup *s);
 /* The tensor bound to graph input k, or NULL. */
 const mb_const_tensor *mb_setup_bound_input(const mb_setup *s, size_t k);
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/report.h"
 #include "cli/table.h"
 #include "util/format.h"
 
@@ -238,14 +239,17 @@ int mb_cmd_estimate(int argc, char **argv) {
   const char *path = NULL, *teacher_path = NULL, *timeline = NULL;
   int json = 0, trace = 0, rc = MB_EXIT_OK, have_batch = 0, have_device = 0, measured = 0;
   mb_setup *setup = NULL;
+  mb_cli_report report;
   if (mb_setup_create(&setup) != MB_OK) return MB_EXIT_INPUT;
-  if ((rc = mb_cli_cuda_env(setup)) != MB_EXIT_OK || (rc = mb_cli_backend_first(setup, argc, argv)) != MB_EXIT_OK) {
+  if ((rc = mb_cli_cuda_env(setup)) != MB_EXIT_OK || (rc = mb_cli_backend_first(setup, argc, argv)) != MB_EXIT_OK ||
+      (rc = mb_cli_report_init(setup, &report)) != MB_EXIT_OK) {
     mb_setup_free(setup);
     return rc;
   }
   for (int i = 1; i < argc && rc == MB_EXIT_OK; i++) {
     const char *a = argv[i];
     if (mb_cli_training_flag(setup, argc, argv, &i, &rc, &have_device)) continue;
+    if (mb_cli_report_flag(setup, argc, argv, &i, &rc, &report)) continue;
     if (!strcmp(a, "--json")) json = 1;
     else if (!strcmp(a, "--trace")) trace = 1;
     else if (!strcmp(a, "--timeline")) {
@@ -271,6 +275,8 @@ int mb_cmd_estimate(int argc, char **argv) {
   }
   if (rc == MB_EXIT_OK && !path) rc = mb_cli_usage_error("estimate: no model given");
   if (rc == MB_EXIT_OK && trace && !json) rc = mb_cli_usage_error("--trace goes with --json");
+  if (rc == MB_EXIT_OK && measured && report.asked)
+    rc = mb_cli_usage_error("--advise re-runs the simulation: static mode only");
   if (rc == MB_EXIT_OK && !have_batch && !have_device && !measured) /* measured: the device's own */
     rc = mb_cli_usage_error("estimate: give a GPU (--gpu NAME) or its memory (--device-memory SIZE) "
                             "to solve the batch size for, or a batch size (--batch N)");
@@ -300,7 +306,8 @@ int mb_cmd_estimate(int argc, char **argv) {
     if (json) fputs(doc, stdout);
     else print_human(path, m, teacher, setup, &b, summary);
     if (!json && b.mode == MB_MODE_MEASURED) print_measured(&b);
-    if (b.fits == 0) {
+    if (!json) rc = mb_cli_print_report(m, setup, &b, &report);
+    if (b.fits == 0 && rc == MB_EXIT_OK) {
       explain_no_fit(&b);
       rc = MB_EXIT_NO_FIT;
     }

@@ -58,17 +58,34 @@ class Step:
         self.peaks = {"setup": 0}
         self.entered = {"setup": 0}  # phase -> live bytes when the step entered it
         self.tensors = {}  # name -> (bytes, is_activation)
+        # optional module tags (alloc(..., module=...)) and the tensors live at the first
+        # maximum of the live total: name -> (bytes, module)
+        self.module_of = {}
+        self.top = -1
+        self.live_at_peak = {}
 
     def enter(self, phase):
         self.entered.setdefault(phase, self.live)
         self.phase = phase
         self.peaks[phase] = max(self.peaks.get(phase, 0), self.live)
 
-    def alloc(self, name, nbytes, act=False):
+    def alloc(self, name, nbytes, act=False, module=None):
         assert name not in self.tensors, name
         self.tensors[name] = (nbytes, act)
+        self.module_of[name] = module
         self.live += nbytes
         self.peaks[self.phase] = max(self.peaks[self.phase], self.live)
+        if self.live > self.top:
+            self.top = self.live
+            self.live_at_peak = {n: (b, self.module_of[n]) for n, (b, _) in self.tensors.items()}
+
+    def kept_by_module(self):
+        """Live activations by module (call at the end of forward)."""
+        out = {}
+        for n, (b, act) in self.tensors.items():
+            if act:
+                out[self.module_of[n]] = out.get(self.module_of[n], 0) + b
+        return out
 
     def free(self, *names):
         for n in names:

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import _lib
 from ._lib import lib
+
+if TYPE_CHECKING:
+    from ._report import Advice, Module, PeakTensor
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -168,6 +171,13 @@ class Budget:
     # what membudget.torch adds about the export and the example (where a batch of graphs' nodes
     # and edges per graph came from, an exporter's fallback); () from membudget.estimate()
     notes: Tuple[str, ...] = field(default=(), compare=False, repr=False)
+    # what the estimate reported beside the budget when asked (membudget._report): the module
+    # tree (by_module=True or trace=True), the largest tensors alive at the peak (top=N), the
+    # simulated advice (advise=True, or "auto": when it does not fit or a given batch is within
+    # 10% of the usable memory); None when not asked
+    module_tree: Optional[Tuple["Module", ...]] = field(default=None, compare=False, repr=False)
+    top_tensors: Optional[Tuple["PeakTensor", ...]] = field(default=None, compare=False, repr=False)
+    advice: Optional[Tuple["Advice", ...]] = field(default=None, compare=False, repr=False)
 
     @property
     def effective_batch_size(self) -> int:
@@ -221,15 +231,17 @@ class Budget:
         return d
 
     def modules(self, depth: Optional[int] = None) -> List[ModuleBytes]:
-        """What is live at the allocated peak, by module, largest first (needs trace=True).
+        """What is live at the allocated peak, by module, largest first: a view of the library's
+        module tree (``module_tree``; estimate(..., by_module=True), or trace=True).
 
         See membudget._modules for how each tensor is attributed. ``depth`` keeps the first
         ``depth`` dotted components of each module path ("layers.0.attention" at depth 2 is
         "layers.0"). The bytes add up to ``allocated_peak``."""
-        if self.trace is None:
-            raise ValueError("the per-module breakdown comes from the trace: estimate(..., trace=True)")
+        if self.module_tree is None:
+            raise ValueError("the per-module breakdown is the library's module tree: estimate(..., by_module=True) "
+                             "or estimate(..., trace=True)")
         from ._modules import breakdown
-        return breakdown(self.trace, depth)
+        return breakdown(self.module_tree, depth)
 
     def __str__(self) -> str:
         return self.summary
@@ -243,8 +255,11 @@ _BYTE_NAMES = frozenset([name for name, _ in BYTE_FIELDS] + ["available", "total
 def from_struct(b: _lib.BudgetStruct, setup: Mapping[str, Any],
                 trace: Optional[Sequence[Mapping[str, Any]]],
                 measured: Optional[Mapping[str, Any]] = None,
-                doc: Optional[Mapping[str, Any]] = None) -> Budget:
-    """A Budget from the library's mb_budget (the typed source of every number)."""
+                doc: Optional[Mapping[str, Any]] = None,
+                report: Optional[Mapping[str, Any]] = None) -> Budget:
+    """A Budget from the library's mb_budget (the typed source of every number); report: the
+    whole JSON document, for its "modules", "top" and "advice" members."""
+    from ._report import advice_from, modules_from, top_from
     buf = ctypes.create_string_buffer(512)
     need = lib.mb_budget_summary(ctypes.byref(b), buf, len(buf))
     if need >= len(buf):
@@ -278,4 +293,7 @@ def from_struct(b: _lib.BudgetStruct, setup: Mapping[str, Any],
         setup=dict(setup),
         trace=events,
         measured=dict(measured) if measured is not None else None,
+        module_tree=modules_from(report or {}),
+        top_tensors=top_from(report or {}),
+        advice=advice_from(report or {}),
     )

@@ -11,6 +11,7 @@ from ._budget import Budget, format_bytes, from_struct
 from ._errors import DoesNotFitError, error_for
 from ._lib import lib
 from ._model import Model, Source, load
+from ._report import Advice
 from ._setup import GraphSizes, Value, make_setup
 
 Globs = Union[str, Iterable[str], None]
@@ -47,7 +48,9 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
              batch_unit: Optional[str] = None, graph_sizes: GraphSizes = None,
              graph_quantile: Optional[float] = None, graph_batches: Optional[int] = None,
              options: Optional[Mapping[str, Value]] = None,
-             mode: str = "static", trace: bool = False) -> Budget:
+             mode: str = "static", trace: bool = False, by_module: bool = False,
+             module_depth: Optional[int] = None, top: Optional[int] = None,
+             advise: Union[bool, str, None] = None, advise_trainable: Optional[str] = None) -> Budget:
     """Simulate one training step and return its Budget (every size in bytes).
 
     ``model`` is a Model, or a path/bytes loaded for this call. With ``batch`` the budget is
@@ -82,11 +85,19 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
     graphs PyG computes as batch.max() + 1); ``dims`` (--dim) under their tensor names
     overrides them.
 
-    ``trace=True`` also records every allocation of the step (``budget.trace``) and enables
-    the per-module breakdown (``budget.modules()``). Failures raise MembudgetError subclasses
-    with the library's message (an unsupported op, an unbound dim, a bad option value)."""
+    ``trace=True`` also records every allocation of the step (``budget.trace``) and the
+    module tree. Where the memory goes and what would change it (docs/estimate.md):
+    ``by_module=True`` the library's module tree (``budget.module_tree``, ``budget.modules()``;
+    ``module_depth`` cuts it), ``top=N`` the N largest tensors alive at the allocated peak
+    (``budget.top_tensors``), ``advise=True`` the simulated advice (``budget.advice``: each
+    line a re-run of the simulation with one change; ``"auto"`` only when the budget does not
+    fit or a given batch is within 10% of the usable memory; ``advise_trainable`` the glob the
+    freezing what-if trains; static mode only). In measured mode the tree is the simulated
+    step's at the measured batch size. Failures raise MembudgetError subclasses with
+    the library's message (an unsupported op, an unbound dim, a bad option value)."""
     check_mode(mode)
     opts: List[Tuple[str, Value]] = list((options or {}).items())
+    opts += _report_options(by_module, trace, module_depth, top, advise, advise_trainable, mode)
     named = {"backend": backend, "foreach": foreach, "optimizer": optimizer, "precision": precision, "master_weights": master_weights,
              "attention": attention, "loss": loss, "ema": ema, "teacher_offload": teacher_offload,
              "grad_accumulation": grad_accumulation, "gpu": gpu, "device_memory": device_memory,
@@ -121,7 +132,41 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
             raise error_for(status, _lib.text(lib.mb_setup_errmsg(s)), "estimate failed")
     parsed: Mapping[str, Any] = json.loads(_lib.take_string(doc))
     return from_struct(b, parsed.get("setup", {}), parsed.get("trace") if trace else None, parsed.get("measured"),
-                       parsed.get("budget", {}))
+                       parsed.get("budget", {}), report=parsed)
+
+
+def _report_options(by_module: bool, trace: bool, depth: Optional[int], top: Optional[int],
+                    advise: Union[bool, str, None], trainable: Optional[str], mode: str) -> List[Tuple[str, Value]]:
+    """The setup's report keys (by_module, module_depth, top, advise, advise_trainable); trace=True
+    asks for the module tree too (Budget.modules() reads it)."""
+    if advise not in (None, True, False, "auto", "always", "never"):
+        raise ValueError(f"advise must be True, False or 'auto', not {advise!r}")
+    advising = advise not in (None, False, "never")
+    if mode == "measured" and advising:
+        raise ValueError("advise= re-runs the simulation: static mode only")
+    out: List[Tuple[str, Value]] = []
+    if by_module or trace:
+        out.append(("by_module", True))
+    if depth is not None:
+        out.append(("module_depth", depth))
+    if top:
+        out.append(("top", top))
+    if advising:
+        out.append(("advise", "always" if advise in (True, "always") else "auto"))
+    if trainable is not None:
+        out.append(("advise_trainable", trainable))
+    return out
+
+
+def advise(model: Union[Model, Source], **kwargs: Any) -> Tuple["Advice", ...]:
+    """What would make it fit: estimate()'s advice lines (``advise=True``) for these settings,
+    each a real re-run of the simulation with one change (mixed precision, checkpointing the
+    repeated blocks, 8-bit AdamW, fused attention, gradient accumulation keeping the effective
+    batch, teacher offload, and freezing as a what-if), largest saving first. ``kwargs`` are
+    estimate()'s."""
+    kwargs.pop("advise", None)
+    advice = estimate(model, advise=True, **kwargs).advice
+    return advice if advice is not None else ()
 
 
 class BatchSize(int):

@@ -41,6 +41,9 @@ STRUCT_EVENT = 5
 STRUCT_SHAPE_DESC = 6
 STRUCT_DEVICE_INFO = 7
 STRUCT_REPLAY = 8
+STRUCT_MODULE_INFO = 9
+STRUCT_PEAK_TENSOR = 10
+STRUCT_ADVICE_LINE = 11
 
 
 # ---------------------------------------------------------------- opaque handles
@@ -70,6 +73,14 @@ class AllocReplayPtr(c_void_p):
 
 
 class SweepPtr(c_void_p):
+    pass
+
+
+class ModulesPtr(c_void_p):
+    pass
+
+
+class AdvicePtr(c_void_p):
     pass
 
 
@@ -179,9 +190,33 @@ class Replay(Structure):
                 ("convs", c_int64), ("matmuls", c_int64), ("seconds", ctypes.c_double)]
 
 
+class ModuleInfo(Structure):
+    """mb_module_info"""
+    _fields_ = [("struct_size", c_uint32), ("model", c_int32), ("parent", c_int32), ("depth", c_int32),
+                ("path", c_char_p), ("nodes", c_int64), ("parameters", c_uint64), ("kept", c_uint64),
+                ("at_peak", c_uint64), ("at_peak_category", c_uint64 * CAT_COUNT)]
+
+
+class PeakTensor(Structure):
+    """mb_peak_tensor"""
+    _fields_ = [("struct_size", c_uint32), ("category", c_int32), ("phase", c_int32), ("model", c_int32),
+                ("bytes", c_uint64), ("tensor", c_char_p), ("node", c_char_p), ("op_type", c_char_p),
+                ("aten", c_char_p), ("module", c_char_p), ("module_index", c_int32)]
+
+
+class AdviceLine(Structure):
+    """mb_advice_line"""
+    _fields_ = [("struct_size", c_uint32), ("kind", c_int32), ("title", c_char_p), ("note", c_char_p),
+                ("flags", c_char_p), ("argc", c_int32), ("argv", POINTER(c_char_p)), ("what_if", c_int32),
+                ("fits", c_int32), ("batch_size", c_int64), ("grad_accumulation", c_int64),
+                ("allocated_peak", c_uint64), ("device_peak", c_uint64), ("available", c_int64),
+                ("solved_batch", c_int64), ("solved_device_peak", c_uint64)]
+
+
 MIRRORED = ((STRUCT_TENSOR_DESC, TensorDesc), (STRUCT_INITIALIZER_DESC, InitializerDesc),
             (STRUCT_ACCOUNTING, Accounting), (STRUCT_BUDGET, BudgetStruct), (STRUCT_EVENT, Event),
-            (STRUCT_SHAPE_DESC, ShapeDesc), (STRUCT_DEVICE_INFO, DeviceInfo), (STRUCT_REPLAY, Replay))
+            (STRUCT_SHAPE_DESC, ShapeDesc), (STRUCT_DEVICE_INFO, DeviceInfo), (STRUCT_REPLAY, Replay),
+            (STRUCT_MODULE_INFO, ModuleInfo), (STRUCT_PEAK_TENSOR, PeakTensor), (STRUCT_ADVICE_LINE, AdviceLine))
 
 
 S = TypeVar("S", bound=Structure)
@@ -293,6 +328,21 @@ PROTOTYPES = {
     "mb_sweep_values": (c_size_t, [c_int64, c_int64, c_int, _P(c_int64), c_size_t]),
     "mb_sweep_json": (c_int, [SweepPtr, _P(c_void_p)]),
     "mb_sweep_svg": (c_int, [SweepPtr, c_char_p, _P(c_void_p)]),
+    # where the memory goes: the module tree
+    "mb_modules_create": (c_int, [ModelPtr, SetupPtr, c_int64, _P(ModulesPtr)]),
+    "mb_modules_free": (None, [ModulesPtr]),
+    "mb_modules_num": (c_size_t, [ModulesPtr]),
+    "mb_modules_get": (c_int, [ModulesPtr, c_size_t, _P(ModuleInfo)]),
+    "mb_modules_num_tensors": (c_size_t, [ModulesPtr]),
+    "mb_modules_tensor": (c_int, [ModulesPtr, c_size_t, _P(PeakTensor)]),
+    # what would make it fit
+    "mb_advice_kind_name": (c_char_p, [c_int]),
+    "mb_advice_due": (c_int, [_P(BudgetStruct), _STR_OUT]),
+    "mb_advise": (c_int, [ModelPtr, SetupPtr, _P(AdvicePtr)]),
+    "mb_advice_free": (None, [AdvicePtr]),
+    "mb_advice_baseline": (c_int, [AdvicePtr, _P(BudgetStruct)]),
+    "mb_advice_num": (c_size_t, [AdvicePtr]),
+    "mb_advice_get": (c_int, [AdvicePtr, c_size_t, _P(AdviceLine)]),
     # measured mode
     "mb_measure_create": (c_int, [SetupPtr, _P(MeasurePtr)]),
     "mb_measure_free": (None, [MeasurePtr]),
