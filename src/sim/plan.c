@@ -567,6 +567,45 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
   return MB_OK;
 }
 
+/* A value computed from a Bernoulli draw alone (through casts and scalings): dropout or
+ * stochastic depth written out, as torchvision's stochastic_depth and timm's drop_path are
+ * (torch.empty(...).bernoulli_(keep).div_(keep)). */
+static bool from_bernoulli(const mb_model_state *ms, int32_t v, int depth) {
+  if (v < 0 || depth > 8 || ms->g->values[v].kind != MB_VALUE_NODE_OUTPUT) return false;
+  const mb_node *n = &ms->g->nodes[ms->g->values[v].producer];
+  if (is_op(n, "Bernoulli") || (n->origin.aten && !strncmp(n->origin.aten, "aten.bernoulli", 14))) return true;
+  if (!is_op(n, "Cast") && !is_op(n, "CastLike") && !is_op(n, "Div") && !is_op(n, "Mul")) return false;
+  bool any = false;
+  for (int32_t i = 0; i < (is_op(n, "CastLike") ? 1 : n->n_inputs); i++) {
+    int32_t u = n->inputs[i];
+    if (u < 0) continue;
+    if (from_bernoulli(ms, u, depth + 1)) any = true;
+    else if (ms->g->values[u].kind != MB_VALUE_INITIALIZER && !ms->host[u] && !ms->t[u].val) return false;
+  }
+  return any;
+}
+
+/* In eval mode such code returns its input (`if not training: return input`): the draw is
+ * not made, and the product of a tensor and the draw is the tensor itself. */
+static bool eval_skips_draw(const mb_model_state *ms, const mb_node *n) {
+  if (n->n_outputs < 1) return false;
+  for (int32_t j = 0; j < n->n_outputs; j++) {
+    int32_t o = n->outputs[j];
+    if (o < 0) continue;
+    for (int32_t i = 0; i < ms->g->n_outputs; i++)
+      if (ms->g->outputs[i] == o) return false;
+    if (!from_bernoulli(ms, o, 0)) return false;
+  }
+  return true;
+}
+
+/* The operand a product with a draw keeps in eval mode, or -1. */
+static int32_t eval_skips_mask(const mb_model_state *ms, const mb_node *n) {
+  if (!is_op(n, "Mul") || n->n_inputs != 2 || n->inputs[0] < 0 || n->inputs[1] < 0) return -1;
+  bool r0 = from_bernoulli(ms, n->inputs[0], 0), r1 = from_bernoulli(ms, n->inputs[1], 0);
+  return r0 == r1 ? -1 : r0 ? n->inputs[1] : n->inputs[0];
+}
+
 static bool if_aliases(const mb_graph *g, const mb_node *n) {
   if (!is_op(n, "If") || n->n_outputs < 1) return false;
   for (int32_t j = 0; j < n->n_outputs; j++)
@@ -644,6 +683,7 @@ int mb_build_lnodes(mb_builder *b, int model) {
     const mb_node *n = &g->nodes[k];
     int32_t gi = ms->fusion.group_of[k];
     if (ms->fusion.dead && ms->fusion.dead[k]) continue;
+    if (model == MB_MS_EVAL && (gi < 0 || ms->fusion.groups[gi].last == k) && eval_skips_draw(ms, n)) continue;
     mb_lnode *ln = &ms->ln[ms->n_ln];
     memset(ln, 0, sizeof *ln);
     ln->node = k;
@@ -672,6 +712,12 @@ int mb_build_lnodes(mb_builder *b, int model) {
         ms->n_ln++;
       }
       continue;
+    } else if (model == MB_MS_EVAL && eval_skips_mask(ms, n) >= 0) {
+      int32_t *src = mb_arena_array(&b->a, 1, sizeof(int32_t));
+      if (!src) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+      *src = eval_skips_mask(ms, n);
+      *ln = (mb_lnode){.node = k, .rule = MB_G_IDENTITY, .n_in = 1, .in = src, .n_out = 1, .out = &n->outputs[0],
+                       .stats_ref = -1};
     } else {
       ln->rule = refine_rule(ms, n, n->op ? n->op->grad : MB_G_DEFAULT, model == MB_MS_EVAL);
       ln->detached = ms->fusion.detached && ms->fusion.detached[k];

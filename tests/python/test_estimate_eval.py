@@ -169,6 +169,39 @@ def test_ema_swap(cli, net, backend):
     assert got["eval_peak"] == s.peak("eval") and got["eval_forward"] == fwd
 
 
+def test_eval_skips_stochastic_depth(cli, tmp_path):
+    """Stochastic depth written out (torchvision's stochastic_depth, timm's drop_path: a
+    Bernoulli draw scaled by 1/keep, times the branch) returns its input in eval mode: no draw,
+    no product. x [B,16] -> Gemm -> h; noise [B,1] = Bernoulli(0.8) / 0.8; y = h * noise;
+    o = y + h; Gemm -> logits [B,4]. The evaluation: h, then o = h + h, then the logits."""
+    nodes = [
+        helper.make_node("Gemm", ["x", "fc1.weight", "fc1.bias"], ["h"], name="/fc1/Gemm", transB=1),
+        helper.make_node("Shape", ["x"], ["xs"], name="/sd/Shape"),
+        helper.make_node("Gather", ["xs", "zero"], ["b"], name="/sd/Gather", axis=0),
+        helper.make_node("Unsqueeze", ["b", "axes0"], ["b1"], name="/sd/Unsqueeze"),
+        helper.make_node("Concat", ["b1", "one"], ["shape"], name="/sd/Concat", axis=0),
+        helper.make_node("ConstantOfShape", ["shape"], ["probs"], name="/sd/ConstantOfShape",
+                         value=numpy_helper.from_array(np.array([0.8], dtype=np.float32))),
+        helper.make_node("Bernoulli", ["probs"], ["draw"], name="/sd/Bernoulli"),
+        helper.make_node("Div", ["draw", "keep"], ["noise"], name="/sd/Div"),
+        helper.make_node("Mul", ["h", "noise"], ["y"], name="/sd/Mul"),
+        helper.make_node("Add", ["y", "h"], ["o"], name="/Add"),
+        helper.make_node("Gemm", ["o", "fc2.weight", "fc2.bias"], ["logits"], name="/fc2/Gemm", transB=1),
+    ]
+    inits = [init("fc1.weight", 16, 16), init("fc1.bias", 16), init("fc2.weight", 4, 16), init("fc2.bias", 4),
+             numpy_helper.from_array(np.array(0, dtype=np.int64), "zero"),
+             numpy_helper.from_array(np.array([0], dtype=np.int64), "axes0"),
+             numpy_helper.from_array(np.array([1], dtype=np.int64), "one"),
+             numpy_helper.from_array(np.array(0.8, dtype=np.float32), "keep")]
+    path = model(nodes, [tensor("x", "batch", 16)], [tensor("logits", "batch", 4)], inits, str(tmp_path / "sd.onnx"))
+    b, e = 2, 8
+    got = estimate(cli, path, "--batch", str(b), "--eval-batch", str(e), *SGD)
+    X = H = O = f32(e, 16)
+    assert got["eval_forward"] == X + H + O        # at the Add: no product beside h
+    params = f32(16, 16) + f32(16) + f32(4, 16) + f32(4)
+    assert got["eval_peak"] == params + f32(b, 16) + 8 * b + X + H + O
+
+
 def test_eval_bad_options(cli, net):
     p = run(cli, "estimate", net, "--batch", "2", "--ema-swap", "--ema", *SGD)
     assert p.returncode == 1 and "eval_batch" in p.stderr
