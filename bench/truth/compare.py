@@ -130,6 +130,9 @@ def compare(cli, case, peers=None, timed=False):
     row["err_peak"] = err(row["pred_peak"], row["truth_peak"])
     row["err_act"] = err(row["pred_act"], row["truth_act"])
     row["err_fwd"] = err(row["pred_fwd"], row["truth_fwd"])
+    if "eval_peak" in t:  # an evaluation after the step (results/cpu-torch2-eval.json)
+        row["truth_eval"], row["pred_eval"] = t["eval_peak"], budget["eval_peak"]
+        row["err_eval"] = err(row["pred_eval"], row["truth_eval"])
     mt = (peers or {}).get("memtracker", {}).get(case_key(case))
     row["memtracker"] = None
     if mt is not None:
@@ -144,6 +147,7 @@ def compare(cli, case, peers=None, timed=False):
 
 
 ERRORS = ("err_peak", "err_fwd", "err_act")
+EVAL_ERRORS = ERRORS + ("err_eval",)  # the cases with an evaluation after the step
 
 
 def summary(rows, limit=CPU_MAX_ERR):

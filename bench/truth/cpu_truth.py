@@ -8,10 +8,15 @@
     bench/truth/.venv2/bin/python bench/truth/cpu_truth.py --models hf/llama --optimizers adamw
     bench/truth/.venv2/bin/python bench/truth/cpu_truth.py --suite gnn [--models gnn/gat] [--families can]
 
-Three suites: under Debian's torch 1.13 the zoo (zoo.py, results/cpu.json); under torch 2.x the
-cases of torch2_cases.py (results/cpu-torch2.json) and its graph models (torch2_cases.gnn_cases,
+Four suites: under Debian's torch 1.13 the zoo (zoo.py, results/cpu.json); under torch 2.x the
+cases of torch2_cases.py (results/cpu-torch2.json), its graph models (torch2_cases.gnn_cases,
 results/cpu-torch2-gnn.json; --models naming only gnn/ models picks this suite), whose graphs
-export_models.py writes.
+export_models.py writes, and evaluation inside training (--suite eval: torch2_cases.eval_cases,
+results/cpu-torch2-eval.json): after the measured step, zero_grad, the EMA update and an
+evaluation as diffusers' scripts run it (EMAModel.store/copy_to, model.eval(), no_grad forwards at
+the evaluation's batch, outputs kept, model.train(), restore), recorded beside the step as
+eval_peak (largest live total at an op boundary of the evaluation), eval_start, eval_end and
+eval_alloc_peak; the EMA update's own peak as ema_peak.
 
 One step is zero_grad(set_to_none=True), forward, loss, backward, optimizer.step(). The first
 step creates the optimizer states; the second is measured, by two independent means (see
@@ -91,9 +96,60 @@ def torch2_setup(c, device="cpu"):
     x = t2.batch(c, device)
     with torch.no_grad():
         target = t2.target_for(c, t2.forward(c, model, x))
-    return Run(model, teacher, opt, x, lambda: t2.forward(c, model, x),
-               (lambda: t2.MODELS[c["teacher"]].call(teacher, x)) if teacher else None,
-               lambda y: t2.loss(c, y, target), [target])
+    run = Run(model, teacher, opt, x, lambda: t2.forward(c, model, x),
+              (lambda: t2.MODELS[c["teacher"]].call(teacher, x)) if teacher else None,
+              lambda y: t2.loss(c, y, target), [target])
+    if c.get("eval_batch"):
+        evaluation(run, c, device)
+    return run
+
+
+def evaluation(run, c, device):
+    """The evaluation after each step of an eval case (torch2_cases.eval_cases), as diffusers'
+    train_text_to_image.py runs one: optimizer.zero_grad() after the step (set_to_none, or with
+    set_to_none=False for zero_grad 'zero'; 'none-at-start' leaves it to the next step's start),
+    ema.step(), then ema.store() + ema.copy_to(), model.eval(), under torch.no_grad() a forward
+    per evaluation batch (each batch made by the loop, dropped after its forward; `keep_outputs`
+    outputs kept alive, at least one forward), model.train(), ema.restore()."""
+    import torch2_cases as t2
+    from ema import EMAModel
+    model, mode, keep = run.model, c["zero_grad"], c.get("keep_outputs", 0)
+    m = t2.MODELS[c["model"]]
+    ema = EMAModel(model.parameters()) if c.get("ema_swap") else None
+    if ema is not None:
+        run.extra += ema.shadow_params
+    run.set_to_none = mode != "zero"
+
+    def post(phase, autocast, tr):
+        if mode == "none":
+            run.opt.zero_grad(set_to_none=True)
+        elif mode == "zero":
+            run.opt.zero_grad(set_to_none=False)
+        if ema is not None:
+            phase("ema")
+            ema.step(model.parameters())
+        phase("eval")
+        if ema is not None:
+            ema.store(model.parameters())
+            ema.copy_to(model.parameters())
+        model.eval()
+        outs = []
+        with torch.no_grad(), autocast():
+            for _ in range(max(keep, 1)):
+                xb = m.example(c["eval_batch"], device)
+                out = m.read(m.call(model, xb))
+                del xb
+                if keep:
+                    outs.append(out)
+                del out
+        del outs
+        model.train()
+        if ema is not None:
+            ema.restore(model.parameters())
+        phase("eval_end")
+        return tr.now() if tr else 0
+
+    run.post = post
 
 
 class Run:
@@ -103,6 +159,8 @@ class Run:
     def __init__(self, model, teacher, opt, x, fwd, t_fwd, loss_of, extra=()):
         self.model, self.teacher, self.opt, self.x = model, teacher, opt, x
         self.fwd, self.t_fwd, self.loss_of, self.extra = fwd, t_fwd, loss_of, list(extra)
+        self.set_to_none = True  # the step's own zero_grad, at its start
+        self.post = None         # eval cases: (phase, autocast, tracker) -> live at the evaluation's end
 
     def tensors(self):
         """Every tensor alive before the measured step: weights, buffers, grads, optimizer
@@ -116,8 +174,8 @@ class Run:
         return out
 
 
-SUITES = {"zoo": zoo_setup, "torch2": torch2_setup, "gnn": torch2_setup}
-OUT = {"zoo": "cpu.json", "torch2": "cpu-torch2.json", "gnn": "cpu-torch2-gnn.json"}
+SUITES = {"zoo": zoo_setup, "torch2": torch2_setup, "gnn": torch2_setup, "eval": torch2_setup}
+OUT = {"zoo": "cpu.json", "torch2": "cpu-torch2.json", "gnn": "cpu-torch2-gnn.json", "eval": "cpu-torch2-eval.json"}
 
 
 def step(run, tr=None, stream=None, amp=None):
@@ -131,7 +189,7 @@ def step(run, tr=None, stream=None, amp=None):
         if stream is not None:
             stream.mark(name)
 
-    run.opt.zero_grad(set_to_none=True)
+    run.opt.zero_grad(set_to_none=run.set_to_none)
     gc.collect()
     phase("start")
     start = tr.now() if tr else 0
@@ -155,6 +213,8 @@ def step(run, tr=None, stream=None, amp=None):
     run.opt.step()
     phase("end")
     end = tr.now() if tr else 0
+    if run.post is not None:
+        run.eval_end = run.post(phase, autocast, tr)
     return start, fwd_end, end
 
 
@@ -210,16 +270,21 @@ def run_case(c, trace_dir=None, suite="zoo"):
         "ops": tr.n_ops,
         "seconds": round(secs, 2),
     }
+    if run.post is not None:  # the evaluation, as the tracker saw it
+        r["eval_peak"] = tr.phase_peak["eval"]
+        r["crosscheck_mismatch"]["eval_end"] = marks["eval_end"] - base - run.eval_end
     if unperturbed:
-        r = dict(stream_truth(stream, "U:", base), tracker={k: r[k] for k in (
+        r = dict(stream_truth(stream, "U:", base, run.post is not None), tracker={k: r[k] for k in (
             "start", "forward_end", "peak", "peak_phase", "peak_op", "phase_peak", "end", "alloc_peak",
-            "crosscheck_mismatch")}, profiler_threads=threads, ops=tr.n_ops, seconds=r["seconds"])
+            "crosscheck_mismatch") + (("eval_peak",) if run.post else ())}, profiler_threads=threads,
+            ops=tr.n_ops, seconds=r["seconds"])
     if trace_dir:
         # the samples of the measured step: torch 2.x's unperturbed one (the allocation stream at
         # op boundaries), torch 1.13's tracker
         samples = tr.trace
         if unperturbed:
-            samples = [(p, op, live - base) for p, op, live in stream.boundaries("U:") if p in PHASES + ("teacher",)]
+            samples = [(p, op, live - base) for p, op, live in stream.boundaries("U:")
+                       if p in PHASES + ("teacher", "ema", "eval")]
         os.makedirs(trace_dir, exist_ok=True)
         with open(os.path.join(trace_dir, trace_name(c)), "w") as f:
             json.dump(samples, f)
@@ -232,17 +297,28 @@ def trace_name(c):
     return "%s-%s-%s-b%d%s.json" % (c["model"].replace("/", "__"), c["kind"], c["optimizer"], c["batch"], fam)
 
 
-def stream_truth(stream, tag, base):
+def stream_truth(stream, tag, base, evaluation=False):
     """The recorded figures of a step measured by the allocation stream alone: its marks and
     its op-boundary samples (tracker.AllocStream.boundaries); base is what the stream counted
-    before the tracked tensors existed (0 when it started first)."""
+    before the tracked tensors existed (0 when it started first). With an evaluation after the
+    step, its figures too (they are not part of the step's)."""
     marks, alloc_peak = stream.totals(tag)
-    samples = [s for s in stream.boundaries(tag) if s[0] in PHASES + ("teacher",)]
+    every = stream.boundaries(tag)
+    samples = [s for s in every if s[0] in PHASES + ("teacher",)]
     phase_peak = {}
     for phase, _, live in samples:
         phase_peak[phase] = max(phase_peak.get(phase, 0), live - base)
     top = max(samples, key=lambda s: s[2])
-    return {
+    extra = {}
+    if evaluation:
+        ev = [live for phase, _, live in every if phase == "eval"]
+        ema = [live for phase, _, live in every if phase == "ema"]
+        extra = {"eval_peak": max(ev + [marks["eval"]]) - base, "eval_start": marks["eval"] - base,
+                 "eval_end": marks["eval_end"] - base,
+                 "eval_alloc_peak": stream.peak_between(tag, "eval", "eval_end") - base}
+        if ema:
+            extra["ema_peak"] = max(ema) - base
+    return dict({
         "start": marks["start"] - base,
         "forward_end": marks["forward_end"] - marks["start"],
         "peak": top[2] - base,
@@ -252,7 +328,7 @@ def stream_truth(stream, tag, base):
         "end": marks["end"] - base,
         "alloc_peak": alloc_peak - base,
         "measured_by": "allocation stream at op boundaries, no dispatch mode",
-    }
+    }, **extra)
 
 
 def blas():
@@ -285,7 +361,8 @@ def suite_of(a):
     if a.suite == "zoo":
         return zoo.selected_cases(a), lambda c, version=None: zoo.membudget_args(c, "cpu", version)
     import torch2_cases as t2
-    cases = [c for c in (t2.gnn_cases() if a.suite == "gnn" else t2.default_cases())
+    suite = {"gnn": t2.gnn_cases, "eval": t2.eval_cases}.get(a.suite, t2.default_cases)
+    cases = [c for c in suite()
              if (not a.models or c["model"] in a.models) and (not a.batches or c["batch"] in a.batches)
              and (not a.kinds or c["kind"] in a.kinds) and (not a.optimizers or c["optimizer"] in a.optimizers)
              and (not a.families or c.get("family") in a.families)]
@@ -297,7 +374,8 @@ def main():
     ap = zoo.parser(__doc__)
     ap.add_argument("--suite", choices=sorted(SUITES),
                     help="zoo: torch 1.13's zoo cases; torch2: torch2_cases.py (default under torch 2.x); "
-                    "gnn: its graph models (default when --models names only gnn/ models)")
+                    "gnn: its graph models (default when --models names only gnn/ models); eval: the step "
+                    "followed by an evaluation (torch2_cases.eval_cases)")
     ap.add_argument("--optimizers", nargs="*")
     ap.add_argument("--families", nargs="*", help="gnn: graph-size families (graph_zoo.FAMILIES)")
     ap.add_argument("--out", help="default results/cpu.json (zoo), results/cpu-torch2.json (torch2), "
@@ -320,8 +398,13 @@ def main():
             c["membudget_args"] = flags(case, out["machine"]["torch"])
         write(a.out, out)
         return
-    out = {"machine": machine(), "generator": "bench/truth/cpu_truth.py --suite " + a.suite,
-           "step": "zero_grad(set_to_none=True), forward, loss, backward, optimizer.step(); second step measured",
+    step_text = "zero_grad(set_to_none=True), forward, loss, backward, optimizer.step(); second step measured"
+    if a.suite == "eval":
+        step_text = ("zero_grad at the start (set_to_none unless zero_grad is 'zero'), forward, loss, backward, "
+                     "optimizer.step(); then zero_grad as the case says, EMAModel.step, and the evaluation: "
+                     "EMAModel.store + copy_to, model.eval(), no_grad forwards at eval_batch keeping keep_outputs "
+                     "batches of outputs, model.train(), EMAModel.restore; second step measured")
+    out = {"machine": machine(), "generator": "bench/truth/cpu_truth.py --suite " + a.suite, "step": step_text,
            "cases": []}
     done = {}
     if a.resume and os.path.exists(a.out):

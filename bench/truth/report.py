@@ -9,6 +9,12 @@ the error of the "params x 16 bytes" rule (Accelerate's fp32 Adam figure), of De
 model-state estimate (1 GPU, no offload) against the peak, and of Korthikanti's activation
 formula against the saved activations (transformers).
 
+The evaluation table (results/cpu-torch2-eval.json): the step's allocated peak, forward peak and
+saved activations as above, then the evaluation's peak (after the step: zero_grad as the case
+says, EMAModel.store/copy_to, no-grad forwards in eval mode at the evaluation's batch, outputs
+kept) against the truth; the setup names the evaluation's batch, the outputs kept, zero_grad and
+whether the EMA weights were swapped in.
+
 torch 2.x's table: the allocated peak, the forward peak (teacher, forward and loss) and the
 saved activations against the truth, then PyTorch's MemTracker on the same step
 (peer_memtracker.py: its error, or why it could not run) and the two tools' times: membudget's
@@ -87,6 +93,30 @@ def table_torch2(result, rows, limit):
     return lines
 
 
+def eval_setup(c):
+    parts = ["eval batch %d" % c["eval_batch"], "zero_grad %s" % c["zero_grad"]]
+    if c.get("keep_outputs"):
+        parts.append("%d batch%s of outputs kept" % (c["keep_outputs"], "" if c["keep_outputs"] == 1 else "es"))
+    if c.get("ema_swap"):
+        parts.append("EMA swap")
+    return ", ".join(parts)
+
+
+def table_eval(result, rows, limit):
+    lines = [
+        "| model | optimizer | batch | evaluation | peak error | forward peak error | activations error "
+        "| evaluation peak truth MiB | predicted | error | membudget ms |",
+        "|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for r in rows:
+        lines.append("| %s | %s | %d | %s | %s%s | %s%s | %s%s | %s | %s | %s%s | %.0f |" % (
+            r["model"], r["optimizer"], r["batch"], r["evaluation"], pct(r["err_peak"]), flag(r["err_peak"], limit),
+            pct(r["err_fwd"]), flag(r["err_fwd"], limit), pct(r["err_act"]), flag(r["err_act"], limit),
+            mib(r["truth_eval"]), mib(r["pred_eval"]), pct(r["err_eval"]), flag(r["err_eval"], limit),
+            1000 * r["seconds"]))
+    return lines
+
+
 def peer_summary(rows):
     ran = [r for r in rows if r["memtracker"] and "err_peak" in r["memtracker"]]
     failed = [r for r in rows if r["memtracker"] and "error" in r["memtracker"]]
@@ -113,15 +143,21 @@ def table(result, rows):
             m.get("torch_source", ""), m["date"][:10], result["step"]),
         "",
     ]
-    lines += (table_torch2 if torch2 else table_113)(result, rows, limit)
+    evaluation = bool(rows) and all("err_eval" in r for r in rows)
+    lines += (table_eval if evaluation else table_torch2 if torch2 else table_113)(result, rows, limit)
     s = compare.summary(rows, limit)
     e = {k: s[k] for k in compare.ERRORS}
+    extra = peer_summary(rows) if torch2 else ""
+    if evaluation:
+        ev = [abs(r["err_eval"]) for r in rows]
+        extra = " Evaluation peak: median |error| %.2f%%, largest %.2f%%; %d case(s) miss." % (
+            statistics.median(ev), max(ev), sum(x > limit for x in ev))
     lines += ["", "%d cases. Allocated peak: median |error| %.2f%%, largest %.2f%%. Forward peak: %.2f%%, %.2f%%. "
               "Saved activations: %.2f%%, %.2f%%. Targets: every case within %.0f%%, medians within %.1f%%; "
               "%d case(s) miss.%s" % (
                   s["cases"], e["err_peak"]["median"], e["err_peak"]["max"], e["err_fwd"]["median"],
                   e["err_fwd"]["max"], e["err_act"]["median"], e["err_act"]["max"], limit, median,
-                  len(s["missed"]), peer_summary(rows) if torch2 else "")]
+                  len(s["missed"]), extra)]
     return "\n".join(lines)
 
 
@@ -159,12 +195,15 @@ def main():
     a = ap.parse_args()
     parts, short, full = [], [], []
     peers = compare.load_peers()
-    # torch 2.x first (what users run), its graph models next, torch 1.13 last
-    for result in sorted(compare.load_results(), key=lambda r: (-compare.torch_major(r), "gnn" in r["path"])):
+    # torch 2.x first (what users run), its evaluation cases and graph models next, torch 1.13 last
+    for result in sorted(compare.load_results(), key=lambda r: (-compare.torch_major(r), "gnn" in r["path"],
+                                                                 "eval" in r["path"])):
         torch2 = compare.torch_major(result) >= 2
         rows = [compare.compare(a.cli, c, peers, timed=torch2) for c in result["cases"]]
         for r, c in zip(rows, result["cases"]):
             r["exporter"] = c.get("exporter", "dynamo") if torch2 else "torchscript"
+            if "eval_batch" in c:
+                r["evaluation"] = eval_setup(c)
         title = "**%s truth, PyTorch %s** (`%s`)" % (result["machine"]["kind"].upper(), result["machine"]["torch"],
                                                      result["path"])
         body = table(result, rows)
@@ -173,6 +212,9 @@ def main():
             short.append(parts[-1])
             continue
         full.append(parts[-1])
+        if "eval" in result["path"]:  # a few cases: the table in full
+            short.append(parts[-1])
+            continue
         head, summary = body.split("\n\n")[0], body.split("\n\n")[-1]
         short.append("%s\n\n%s\n\n%s\n\n%s" % (title, head, "\n".join(model_rows(rows)), summary))
     print("\n\n".join(parts))

@@ -238,6 +238,37 @@ def default_cases():
     return cases
 
 
+# Evaluation inside training (issue 15, results/cpu-torch2-eval.json): after the measured step's
+# optimizer.step(), zero_grad as the case says, the EMA update, then an evaluation as diffusers'
+# training scripts run one (ema.store + ema.copy_to, model.eval(), torch.no_grad(), a forward per
+# evaluation batch keeping `keep` batches of outputs, model.train(), ema.restore). The UNet is
+# the diffusion-like model (GroupNorm: no float buffers, so diffusers' EMA over the parameters is
+# what --ema copies); BERT has dropout everywhere (eval mode returns its input); the ResNet has
+# BatchNorm (running statistics in eval mode). zero_grad: none (set_to_none after the step, as
+# diffusers and Hugging Face do), zero (set_to_none=False) or none-at-start (the step's own
+# zero_grad, at its start, as this harness's step() does).
+def eval_case(model, optimizer, batch, eval_batch, keep=0, zero_grad="none", ema_swap=False):
+    return case(model, optimizer, batch, "eval", eval_batch=eval_batch, keep_outputs=keep, zero_grad=zero_grad,
+                ema_swap=ema_swap)
+
+
+def eval_cases():
+    return [
+        eval_case("zoo/unet_like", "adamw", 2, 8, keep=4, ema_swap=True),
+        eval_case("zoo/unet_like", "adamw-foreach", 2, 2, keep=2, zero_grad="none-at-start", ema_swap=True),
+        eval_case("zoo/unet_like", "sgd-momentum", 4, 1, zero_grad="zero", ema_swap=True),
+        eval_case("zoo/unet_like", "adamw", 1, 16, keep=1, ema_swap=True),
+        eval_case("zoo/bert_base_like", "adamw", 2, 8, keep=1, ema_swap=True),
+        eval_case("zoo/bert_base_like", "sgd-momentum", 4, 2, zero_grad="zero", ema_swap=True),
+        eval_case("zoo/resnet18", "sgd-momentum", 2, 16),
+        eval_case("zoo/resnet18", "adamw", 4, 4, keep=2, zero_grad="zero"),
+        eval_case("zoo/resnet18", "adamw-foreach", 8, 2, zero_grad="none-at-start"),
+        eval_case("hf/llama", "adamw", 2, 8, keep=2, ema_swap=True),
+        eval_case("tv/efficientnet_b0", "sgd-momentum", 2, 8),
+        eval_case("tv/convnext_tiny", "adamw", 1, 4, zero_grad="zero"),
+    ]
+
+
 GNN_GRAPHS = (16, 64, 256)  # graphs per batch
 
 
@@ -334,6 +365,12 @@ def membudget_args(c, backend="cpu"):
         args += ["--checkpoint", c["checkpoint"]]
     if c.get("teacher"):
         args += ["--teacher", MODELS[c["teacher"]].file()]
+    if c.get("eval_batch"):
+        args += ["--eval-batch", str(c["eval_batch"]), "--zero-grad", c["zero_grad"]]
+        if c.get("keep_outputs"):
+            args += ["--eval-keep-outputs", str(c["keep_outputs"])]
+        if c.get("ema_swap"):
+            args += ["--ema", "--ema-swap"]
     return args
 
 

@@ -176,6 +176,24 @@ class AllocStream:
         return marks, peak
 
 
+    def peak_between(self, tag, first, last):
+        """The running total's largest value between the marks `first` and `last` of step `tag`."""
+        total, peak, inside = 0, 0, False
+        for e in self._events():
+            k = e.kind()
+            if k == "memory_alloc":
+                total += e.cpu_memory_usage()
+                if inside and total > peak:
+                    peak = total
+            elif k == "push" and e.name().startswith("MB:"):
+                name = self._phase(e.name(), tag)
+                if name == first:
+                    inside, peak = True, total
+                elif name == last:
+                    inside = False
+        return peak
+
+
 @functools.lru_cache(maxsize=None)
 def _composite(name):
     """True when every overload of the aten op `name` is CompositeImplicitAutograd: autograd

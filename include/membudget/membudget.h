@@ -392,6 +392,20 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
  *   graph_quantile    Q in (0, 1]: budget for that quantile of random batches instead of the
  *                     worst batch ("largest", the default, goes back to the worst batch)
  *   graph_batches     random batches sampled for graph_quantile               (default 1000)
+ * Evaluation inside training and cached teacher outputs (docs/estimate.md, "Evaluation inside
+ * training"):
+ *   eval_batch        N | train: after each step, a no-grad forward of the model in eval mode
+ *                     (dropout off, BatchNorm on running statistics) at batch N, or at the
+ *                     training batch; "" or 0: no evaluation phase                (default "")
+ *   zero_grad         none | zero | none-at-start: optimizer.zero_grad() after the step with
+ *                     set_to_none (evaluation without .grad), set_to_none=False (.grad never
+ *                     freed: through every step and the evaluation), or set_to_none at the start
+ *                     of each step (evaluation with the last step's .grad)     (default none)
+ *   ema_swap          0 | 1: diffusers' EMAModel.store() + copy_to() around the evaluation
+ *                     (needs ema)                                              (default 0)
+ *   eval_keep_outputs K: the evaluation keeps K batches of outputs alive       (default 0)
+ *   teacher_cache     N: N batches of the teacher's outputs stay on the device (needs a
+ *                     teacher)                                                 (default 0)
  * Measured mode (mb_measure_*) only:
  *   cuda_device       the CUDA device ordinal to measure                       (default 0)
  *   cuda_runtime      path or file name of libcudart      (default: libcudart.so.13, .12, ...)
@@ -457,7 +471,8 @@ typedef enum mb_phase {
   MB_PHASE_LOSS = 3,
   MB_PHASE_BACKWARD = 4,
   MB_PHASE_OPTIMIZER = 5,
-  MB_PHASE_COUNT = 6
+  MB_PHASE_EVAL = 6,    /* evaluation inside training (eval_batch): after the step, no grad */
+  MB_PHASE_COUNT = 7
 } mb_phase;
 MB_API const char *mb_phase_name(int phase);
 
@@ -548,6 +563,20 @@ typedef struct mb_budget {
    * forward_peak (from the start of the step through the loss), backward_peak and
    * optimizer_peak (each at least the level its phase starts at). */
   uint64_t level_after_setup, level_after_forward, level_after_backward, level_after_optimizer;
+  /* evaluation inside training (eval_batch) and the teacher output cache (teacher_cache); zeros
+   * without them. The fields above stay the training step's; fits, available and the solved
+   * batch size take the larger of device_peak and eval_device_peak. */
+  int64_t eval_batch;            /* the evaluation's batch size (0: no evaluation phase) */
+  uint64_t eval_peak;            /* allocated: live bytes at the evaluation's peak */
+  uint64_t eval_reserved_peak;   /* reserved by a loop of steps and evaluations */
+  uint64_t eval_device_peak;     /* eval_reserved_peak + context */
+  uint64_t eval_forward;         /* the evaluation batch, its no-grad forward and its outputs:
+                                  * the forward's peak above what the evaluation started with */
+  uint64_t eval_outputs;         /* eval_keep_outputs batches of outputs */
+  uint64_t ema_stored;           /* EMAModel.store's copy of the parameters on the device (a
+                                  * CPU copy, 0, on cuda; device memory with backend cpu) */
+  uint64_t teacher_cache;        /* teacher_cache batches of the teacher's outputs */
+  uint64_t eval_at_peak[MB_CAT_COUNT]; /* live bytes per mb_category at the evaluation's peak */
 } mb_budget;
 
 /* On failure the message is in mb_setup_errmsg(setup). */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "api/budget_doc.h"
+#include "api/eval_json.h"
 #include "api/info_summary.h"
 #include "api/versioned.h"
 #include "budget/advice.h"
@@ -157,6 +158,7 @@ static void json_setup(mb_strbuf *sb, const mb_setup *s, const mb_plan *p) {
   mb_sb_json_u64(sb, tr->rounding);
   mb_sb_printf(sb, ",\n    \"batch_min\": %lld,\n    \"batch_max\": %lld,\n    \"batch_multiple\": %lld,\n",
                (long long)tr->batch_min, (long long)tr->batch_max, (long long)tr->batch_multiple);
+  mb_json_eval_setup(sb, s);
   json_batching_setup(sb, s);
   mb_sb_puts(sb, "    \"note\": ");
   mb_sb_json_str(sb, p->note);
@@ -360,6 +362,7 @@ int mb_budget_document(mb_setup *s, const mb_plan *p, const mb_budget *b, int tr
     mb_json_inference_signs(&sb, p->model, "  ");
     mb_sb_puts(&sb, ",\n");
     json_budget(&sb, b);
+    mb_json_eval_budget(&sb, b);
     json_batching(&sb, s, p, b, d);
     mb_sb_puts(&sb, ",\n  \"summary\": ");
     mb_sb_json_str(&sb, line);

@@ -67,7 +67,8 @@ static const char *const cat_noun[MB_CAT_COUNT] = {
   "a temporary", "a cuBLAS workspace"};
 
 /* by mb_phase; phases added later take the last tint */
-static const char *const phase_tint[] = {"#ececec", "#fbeedd", "#e3eef9", "#f9e3e8", "#e6f2e1", "#efe6f6"};
+static const char *const phase_tint[] = {"#ececec", "#fbeedd", "#e3eef9", "#f9e3e8", "#e6f2e1", "#efe6f6",
+                                         "#fff6cc"};
 
 typedef struct sample {
   int64_t i; /* event index */
@@ -137,7 +138,7 @@ static int take_samples(picture *pc, mb_diag *d) {
     if (e->alloc) cat[c] += b;
     else cat[c] = cat[c] > b ? cat[c] - b : 0;
     if (cat[c] > pc->cat_max[c]) pc->cat_max[c] = cat[c];
-    if (pc->live[i] > peak) {
+    if (e->phase != MB_PHASE_EVAL && pc->live[i] > peak) { /* the step's peak, not the evaluation's */
       peak = pc->live[i];
       pc->peak_i = i;
     }
@@ -173,6 +174,11 @@ static void titles(mb_svg *svg, const picture *pc, const char *title) {
   snprintf(line, sizeof line, "%s%sone training step at batch %lld%s%s", title && *title ? title : "",
            title && *title ? ": " : "", (long long)bu->batch_size, strcmp(bu->batch_unit, "samples") ? " " : "",
            strcmp(bu->batch_unit, "samples") ? bu->batch_unit : "");
+  if (bu->eval_batch) {
+    size_t used = strlen(line);
+    snprintf(line + used, sizeof line - used, ", then an evaluation at batch %lld (peak %s)",
+             (long long)bu->eval_batch, mb_fmt_bytes(a, sizeof a, bu->eval_peak));
+  }
   mb_svg_text(svg, PX0, 28, "start", "font-size=\"17\" font-weight=\"bold\" fill=\"#222\"", line);
   const mb_train *tr = &pc->s->train;
   snprintf(line, sizeof line,
@@ -479,7 +485,7 @@ static int draw(picture *pc, const char *title, char **out, mb_diag *d) {
     ln[n_lines++] = (hline){"device-memory", "stroke=\"#555\" stroke-width=\"1.8\"", "device memory",
                             bu->device_memory};
   }
-  double top = (double)bu->allocated_peak;
+  double top = (double)(bu->eval_peak > bu->allocated_peak ? bu->eval_peak : bu->allocated_peak);
   for (int k = 0; k < n_lines; k++)
     if ((double)ln[k].bytes <= LINE_RANGE * (double)bu->allocated_peak && (double)ln[k].bytes > top)
       top = (double)ln[k].bytes;

@@ -38,6 +38,7 @@ typedef struct est {
   mb_setup *s;
   mb_reserve *res;   /* NULL with the flat allowance */
   uint64_t *bytes;
+  uint64_t *step_bytes; /* with an evaluation phase: bytes with the evaluation's events left out */
 } est;
 
 /* allowance: fragmentation is that fraction of the reserved peak; segments are 2 MiB */
@@ -49,7 +50,26 @@ static uint64_t allowance(const mb_train *tr, uint64_t peak) {
   return res < peak ? peak : res;
 }
 
-static void fill(const est *x, int64_t batch, const mb_run *r, const mb_reserved *rr, mb_budget *bu) {
+/* The evaluation's figures: its peak, what it keeps, and reserved memory over a loop of steps
+ * and evaluations (the allocator model replays both; the allowance sizes the larger peak). */
+static void fill_eval(const est *x, const mb_run *r, const mb_reserved *loop, mb_budget *bu) {
+  const mb_train *tr = &x->s->train;
+  bu->teacher_cache = r->tagged[MB_TAG_TEACHER_CACHE] * (uint64_t)tr->eval.teacher_cache;
+  if (!x->p->eval_batch) return;
+  bu->eval_batch = r->eval_batch;
+  bu->eval_peak = r->eval_peak;
+  bu->eval_forward = r->eval_forward;
+  bu->eval_outputs = r->tagged[MB_TAG_EVAL_OUTPUTS] * (uint64_t)tr->eval.keep_outputs;
+  bu->ema_stored = r->tagged[MB_TAG_EMA_STORE];
+  memcpy(bu->eval_at_peak, r->eval_at_peak, sizeof bu->eval_at_peak);
+  uint64_t live = r->eval_peak > r->peak ? r->eval_peak : r->peak;
+  uint64_t res = loop ? (loop->reserved_peak > live ? loop->reserved_peak : live) : allowance(tr, live);
+  bu->eval_reserved_peak = res;
+  bu->eval_device_peak = res + bu->context;
+}
+
+static void fill(const est *x, int64_t batch, const mb_run *r, const mb_reserved *rr, const mb_reserved *loop,
+                 mb_budget *bu) {
   const mb_plan *p = x->p;
   const mb_train *tr = &x->s->train;
   memset(bu, 0, sizeof *bu);
@@ -102,8 +122,12 @@ static void fill(const est *x, int64_t batch, const mb_run *r, const mb_reserved
   memcpy(bu->at_peak, r->at_peak, sizeof bu->at_peak);
   bu->device_memory = tr->device_memory;
   bu->usable_memory = (uint64_t)((double)tr->device_memory * tr->utilization);
-  bu->available = (int64_t)bu->usable_memory - (int64_t)bu->device_peak;
-  bu->fits = tr->device_memory ? bu->device_peak <= bu->usable_memory && !bu->allocator_ooms : -1;
+  fill_eval(x, r, loop, bu);
+  /* the step and its evaluation must both fit */
+  uint64_t need = bu->eval_device_peak > bu->device_peak ? bu->eval_device_peak : bu->device_peak;
+  bool ooms = bu->allocator_ooms || (loop && loop->ooms);
+  bu->available = (int64_t)bu->usable_memory - (int64_t)need;
+  bu->fits = tr->device_memory ? need <= bu->usable_memory && !ooms : -1;
   mb_budget_batching(x->s, r->assumed, bu);
 }
 
@@ -114,17 +138,22 @@ enum run_kind { RUN_FULL, RUN_PROBE, RUN_ALLOCATED };
 /* One run; shape errors that only mean "this batch is absurdly large" count as not fitting. */
 static int eval(const est *x, int64_t batch, int kind, mb_budget *bu, mb_diag *d) {
   mb_run r;
-  mb_reserved rr;
+  mb_reserved rr, loop;
   bool reserve = x->res && kind != RUN_ALLOCATED;
   if (mb_plan_run(x->p, x->s, batch, &r, reserve ? x->bytes : NULL, NULL, d) != MB_OK) return d->status;
+  if (reserve && x->step_bytes) /* the step alone: the evaluation's requests left out */
+    for (int32_t i = 0; i < x->p->n_ev; i++) x->step_bytes[i] = x->p->ev[i].phase == MB_PHASE_EVAL ? 0 : x->bytes[i];
   uint64_t give_up = 0; /* a probe: reserved above usable - context cannot fit */
   if (kind == RUN_PROBE && x->s->train.device_memory) {
     uint64_t usable = (uint64_t)((double)x->s->train.device_memory * x->s->train.utilization);
     uint64_t context = mb_train_context(&x->s->train, NULL, 0);
     give_up = usable > context ? usable - context : 1;
   }
-  if (reserve && mb_reserve_run(x->res, x->bytes, false, give_up, &rr, d) != MB_OK) return d->status;
-  fill(x, batch, &r, reserve ? &rr : NULL, bu);
+  if (reserve && mb_reserve_run(x->res, x->step_bytes ? x->step_bytes : x->bytes, false, give_up, &rr, d) != MB_OK)
+    return d->status;
+  if (reserve && x->step_bytes && mb_reserve_run(x->res, x->bytes, false, give_up, &loop, d) != MB_OK)
+    return d->status;
+  fill(x, batch, &r, reserve ? &rr : NULL, reserve && x->step_bytes ? &loop : NULL, bu);
   return MB_OK;
 }
 
@@ -219,18 +248,25 @@ static int solve(const est *x, mb_budget *bu, mb_diag *d) {
 }
 
 int mb_estimate_plan(const mb_plan *p, mb_setup *s, mb_budget *bu, mb_diag *d) {
-  est x = {p, s, NULL, NULL};
+  est x = {p, s, NULL, NULL, NULL};
   if (s->train.reserved_model == MB_RESERVED_ALLOCATOR) {
     x.bytes = malloc(((size_t)p->n_ev + 1) * sizeof *x.bytes);
-    if (!x.bytes) return mb_fail(d, MB_E_NOMEM, "out of memory");
+    if (p->eval_batch) x.step_bytes = malloc(((size_t)p->n_ev + 1) * sizeof *x.step_bytes);
+    if (!x.bytes || (p->eval_batch && !x.step_bytes)) {
+      free(x.bytes);
+      free(x.step_bytes);
+      return mb_fail(d, MB_E_NOMEM, "out of memory");
+    }
     if (mb_reserve_create(p, s, &x.res, d) != MB_OK) {
       free(x.bytes);
+      free(x.step_bytes);
       return d->status;
     }
   }
   solve(&x, bu, d);
   mb_reserve_free(x.res);
   free(x.bytes);
+  free(x.step_bytes);
   return d->status;
 }
 
@@ -332,7 +368,8 @@ MB_API int mb_trace_event(const mb_trace *t, size_t i, mb_event *out) {
 /* ---- names ---- */
 
 MB_API const char *mb_phase_name(int phase) {
-  static const char *const names[MB_PHASE_COUNT] = {"setup", "teacher", "forward", "loss", "backward", "optimizer"};
+  static const char *const names[MB_PHASE_COUNT] = {"setup",    "teacher",   "forward", "loss",
+                                                     "backward", "optimizer", "eval"};
   return phase >= 0 && phase < MB_PHASE_COUNT ? names[phase] : "unknown";
 }
 

@@ -60,14 +60,16 @@ static int find_convs(mb_reserve *r, mb_diag *d) {
                             p->ev[j].phase == e->phase; j++)
       if (p->ev[j].alloc) last = false;
     if (!last) continue;
-    /* the output: the first allocation of the node's first output value */
+    /* the output: the first allocation of the node's first output value (the evaluation's
+     * forward: its own, at the evaluation's batch) */
     const mb_model *m = e->model ? p->teacher : p->model;
     const mb_node *n = &m->graph->nodes[e->node];
+    bool in_eval = e->phase == MB_PHASE_EVAL;
     int32_t out = -1;
     for (int32_t j = 0; j < p->n_ev && out < 0 && n->n_outputs > 0; j++) {
       const mb_event_rec *x = &p->ev[j];
       if (x->alloc && x->model == e->model && x->node == e->node && p->slots[x->slot].ref == n->outputs[0] &&
-          p->slots[x->slot].category == MB_CAT_ACTIVATION)
+          p->slots[x->slot].category == MB_CAT_ACTIVATION && (x->phase == MB_PHASE_EVAL) == in_eval)
         out = j;
     }
     if (out >= 0) r->conv[r->n_conv++] = (conv_point){i, out};

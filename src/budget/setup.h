@@ -20,6 +20,16 @@ enum mb_loss { MB_LOSS_AUTO, MB_LOSS_CE, MB_LOSS_MSE, MB_LOSS_NONE };
  * charges SDPA as its math path. */
 typedef enum mb_attention_mode { MB_ATTENTION_AUTO = 0, MB_ATTENTION_FUSED, MB_ATTENTION_EAGER } mb_attention_mode;
 
+/* Evaluation inside training and the teacher output cache (setup_eval.c). */
+enum mb_zero_grad { MB_ZERO_GRAD_NONE, MB_ZERO_GRAD_ZERO, MB_ZERO_GRAD_NONE_AT_START };
+typedef struct mb_eval_opts {
+  int64_t batch;            /* 0: no evaluation phase; -1: at the training batch; else its size */
+  int zero_grad;            /* enum mb_zero_grad */
+  bool ema_swap;            /* EMAModel.store() + copy_to() around the evaluation */
+  int64_t keep_outputs;     /* batches of outputs the evaluation keeps */
+  int64_t teacher_cache;    /* batches of teacher outputs kept on the device */
+} mb_eval_opts;
+
 typedef struct mb_train {
   int optimizer;            /* enum mb_optimizer (sim/optim.h) */
   int precision;            /* enum mb_precision */
@@ -52,6 +62,7 @@ typedef struct mb_train {
   bool eager_loading;       /* CUDA_MODULE_LOADING=EAGER */
   const char *gpu;          /* table name, or NULL */
   const mb_model *teacher;
+  mb_eval_opts eval;
 } mb_train;
 
 /* The libraries measured mode loads at run time (src/cuda), in load order. */
@@ -133,6 +144,9 @@ const char *mb_cuda_lib_key(int k);
  * graph_quantile, graph_batches). Returns 1 and sets *rc when key is one of them, else 0. */
 int mb_setup_graphs_option(mb_setup *s, const char *key, const char *value, int *rc);
 void mb_setup_graphs_free(mb_setup *s);
+/* setup_eval.c: the keys eval_batch, zero_grad, ema_swap, eval_keep_outputs, teacher_cache.
+ * Returns 1 and sets *rc when key is one of them, else 0. */
+int mb_setup_eval_option(mb_setup *s, const char *key, const char *value, int *rc);
 /* The per-sample dims (per_sample's, then graph-size columns not among them): how many, the
  * index of a name (-1: not one), and their values for a batch of `batch` graphs under the
  * setup's rule (values: mb_setup_num_sample_dims entries). A batch larger than the graph-size

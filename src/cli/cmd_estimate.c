@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "cli/report.h"
+#include "cli/estimate_eval.h"
 #include "cli/table.h"
 #include "util/format.h"
 
@@ -26,11 +27,13 @@ static const struct { const char *flag, *key; } value_flags[] = {
   {"--cublaslt-workspace", "cublaslt_workspace"}, {"--cudnn-workspace", "cudnn_workspace"},
   {"--cuda-version", "cuda_version"}, {"--driver-version", "driver_version"},
   {"--module-loading", "module_loading"},
+  {"--eval-batch", "eval_batch"}, {"--eval-keep-outputs", "eval_keep_outputs"},
+  {"--zero-grad", "zero_grad"}, {"--teacher-cache", "teacher_cache"},
 };
 /* Flags without a value that switch an option on. */
 static const struct { const char *flag, *key; } switch_flags[] = {
   {"--ema", "ema"}, {"--master-weights", "master_weights"}, {"--teacher-offload", "teacher_offload"},
-  {"--accept-inference-graph", "accept_inference_graph"},
+  {"--accept-inference-graph", "accept_inference_graph"}, {"--ema-swap", "ema_swap"},
 };
 
 typedef struct row {
@@ -147,6 +150,7 @@ static void print_human(const char *path, const mb_model *m, const mb_model *tea
   add_row(&t, "reserved peak", b->reserved_peak, total);
   add_row(&t, b->mode == MB_MODE_MEASURED ? "context and libraries (measured)" : "CUDA context", b->context, total);
   add_row(&t, "device peak", b->device_peak, total);
+  mb_cli_eval_rows(&t, b, total);
   mb_table_print(&t, stdout, "");
   mb_table_free(&t);
   if (model) {
@@ -157,7 +161,9 @@ static void print_human(const char *path, const mb_model *m, const mb_model *tea
     printf("\n");
   }
   print_assumed(s, m, teacher, b);
-  printf("\npeak in %s; ", mb_phase_name(b->peak_phase));
+  printf("\n");
+  mb_cli_eval_line(b);
+  printf("peak in %s; ", mb_phase_name(b->peak_phase));
   if (b->fits < 0) printf("no device memory given\n");
   else if (b->fits) printf("fits with %s to spare\n", mb_fmt_bytes(z, sizeof z, (uint64_t)b->available));
   else printf("does NOT fit: short by %s\n", mb_fmt_bytes(z, sizeof z, (uint64_t)(-b->available)));
@@ -169,7 +175,8 @@ static void explain_no_fit(const mb_budget *b) {
   char x[32], y[32], z[32];
   fprintf(stderr, "membudget: does not fit %s batch %lld: device peak %s > usable %s (short by %s)\n",
           b->solved ? "even at the minimum" : "at", (long long)b->batch_size,
-          mb_fmt_bytes(x, sizeof x, b->device_peak), mb_fmt_bytes(y, sizeof y, b->usable_memory),
+          mb_fmt_bytes(x, sizeof x, b->eval_device_peak > b->device_peak ? b->eval_device_peak : b->device_peak),
+          mb_fmt_bytes(y, sizeof y, b->usable_memory),
           mb_fmt_bytes(z, sizeof z, (uint64_t)(-b->available)));
   int order[MB_CAT_COUNT];
   for (int c = 0; c < MB_CAT_COUNT; c++) order[c] = c;
@@ -184,6 +191,7 @@ static void explain_no_fit(const mb_budget *b) {
   for (int i = 0; i < 3 && b->at_peak[order[i]]; i++)
     fprintf(stderr, "%s %s %s", i ? "," : "", mb_category_name(order[i]), mb_fmt_bytes(x, sizeof x, b->at_peak[order[i]]));
   fprintf(stderr, ", CUDA context %s\n", mb_fmt_bytes(x, sizeof x, b->context));
+  mb_cli_eval_no_fit(b);
 }
 
 static int set(mb_setup *s, const char *flag, const char *key, const char *value) {

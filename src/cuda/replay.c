@@ -108,11 +108,13 @@ static int transient(mb_pool *pool, const mb_ws_list *l, mb_replay *out, bool *o
 typedef struct replay_ctx {
   mb_cuda *c;
   const mb_plan *p;
-  const mb_tinfo *t[2];
+  const mb_tinfo *t[3];    /* the model and the teacher at the batch; the model at the evaluation's */
   uint64_t limit;          /* the cuBLAS workspace size: cuBLASLt may use up to it */
-  mb_conv_ws *conv;        /* per node of the model and the teacher: queried once */
+  mb_conv_ws *conv;        /* per node of the model, the teacher and the model's evaluation:
+                            * queried once */
   uint8_t *conv_state;     /* 0 not asked, 1 asked, 2 cannot be asked */
-  int32_t n_nodes0;
+  int32_t n_nodes0;        /* where the teacher's nodes start in conv */
+  int32_t n_eval0;         /* where the evaluation's start */
 } replay_ctx;
 
 static int workspace(replay_ctx *x, mb_pool *pool, const mb_event_rec *e, uint8_t flags, int32_t dtype,
@@ -121,18 +123,20 @@ static int workspace(replay_ctx *x, mb_pool *pool, const mb_event_rec *e, uint8_
   const mb_model *m = e->model ? x->p->teacher : x->p->model;
   const mb_graph *g = m->graph;
   const mb_node *n = &g->nodes[e->node];
+  bool in_eval = e->phase == MB_PHASE_EVAL; /* the model at the evaluation's batch */
+  const mb_tinfo *t = in_eval ? x->t[2] : x->t[e->model];
   if (flags & (WS_MM_FWD | WS_MM_BWD)) {
     uint64_t ws = 0;
-    if (mb_matmul_workspace(x->c, gemm_node(g, n), x->t[e->model], dtype, x->limit, flags & WS_MM_BWD, &ws)) {
+    if (mb_matmul_workspace(x->c, gemm_node(g, n), t, dtype, x->limit, flags & WS_MM_BWD, &ws)) {
       out->matmuls++;
       if (ws > out->matmul_workspace) out->matmul_workspace = ws;
     }
     return MB_OK;
   }
-  int32_t k = (e->model ? x->n_nodes0 : 0) + e->node;
+  int32_t k = (in_eval ? x->n_eval0 : e->model ? x->n_nodes0 : 0) + e->node;
   if (!x->conv_state[k]) {
     char why[256];
-    x->conv_state[k] = mb_conv_workspaces(x->c, n, x->t[e->model], dtype, &x->conv[k], why, sizeof why) ? 1 : 2;
+    x->conv_state[k] = mb_conv_workspaces(x->c, n, t, dtype, &x->conv[k], why, sizeof why) ? 1 : 2;
     if (x->conv_state[k] == 1) out->convs++;
   }
   if (x->conv_state[k] != 1) return MB_OK;
@@ -157,10 +161,11 @@ int mb_replay_step(mb_cuda *c, const mb_plan *p, const mb_setup *s, int64_t batc
   uint8_t *flags = calloc(n_ev, 1);
   int32_t *dtype = calloc(n_ev, sizeof *dtype);
   int32_t *block = malloc(((size_t)p->n_slots + 1) * sizeof *block);
-  int32_t n0 = p->model->graph->n_nodes, n1 = p->teacher ? p->teacher->graph->n_nodes : 0;
-  replay_ctx x = {c, p, {NULL, NULL}, mb_train_workspace(&s->train), calloc((size_t)(n0 + n1) + 1, sizeof(mb_conv_ws)),
-                  calloc((size_t)(n0 + n1) + 1, 1), n0};
-  mb_shapes *sh[2] = {NULL, NULL};
+  int32_t n0 = p->model->graph->n_nodes, n1 = p->teacher ? p->teacher->graph->n_nodes : 0, n2 = p->eval_batch ? n0 : 0;
+  replay_ctx x = {c, p, {NULL, NULL, NULL}, mb_train_workspace(&s->train),
+                  calloc((size_t)(n0 + n1 + n2) + 1, sizeof(mb_conv_ws)), calloc((size_t)(n0 + n1 + n2) + 1, 1), n0,
+                  n0 + n1};
+  mb_shapes *sh[3] = {NULL, NULL, NULL};
   mb_pool pool;
   size_t free_start = 0, total = 0;
   mb_pool_init(&pool, c, 0);
@@ -169,14 +174,18 @@ int mb_replay_step(mb_cuda *c, const mb_plan *p, const mb_setup *s, int64_t batc
     goto done;
   }
   if (mb_plan_run(p, s, batch, &r, bytes, NULL, d) != MB_OK || plan_workspaces(p, flags, dtype, d) != MB_OK) goto done;
-  const mb_model *models[2] = {p->model, p->teacher};
-  for (int k = 0; k < 2 && models[k]; k++) {
-    if (mb_shapes_run(models[k], s, batch, &sh[k]) != MB_OK) {
-      mb_fail(d, mb_shapes_status(sh[k]), "at batch %lld: %s", (long long)batch, mb_shapes_errmsg(sh[k]));
+  int64_t eval_batch = p->eval_batch < 0 ? batch : p->eval_batch;
+  const mb_model *models[3] = {p->model, p->teacher, p->eval_batch && eval_batch != batch ? p->model : NULL};
+  const int64_t batches[3] = {batch, batch, eval_batch};
+  for (int k = 0; k < 3; k++) {
+    if (!models[k]) continue;
+    if (mb_shapes_run(models[k], s, batches[k], &sh[k]) != MB_OK) {
+      mb_fail(d, mb_shapes_status(sh[k]), "at batch %lld: %s", (long long)batches[k], mb_shapes_errmsg(sh[k]));
       goto done;
     }
     x.t[k] = mb_shapes_tinfo(sh[k]);
   }
+  if (!x.t[2]) x.t[2] = x.t[0];
   for (int32_t i = 0; i < p->n_slots; i++) block[i] = -1;
   cudaError_t e = c->rt.mem_get_info(&free_start, &total);
   if (e != cudaSuccess) {
@@ -217,8 +226,7 @@ done:
     mb_fail(d, MB_E_NO_CUDA, "the device reported an error during the replay: %s",
             mb_cuda_strerror(c, sync, buf, sizeof buf));
   }
-  mb_shapes_free(sh[0]);
-  mb_shapes_free(sh[1]);
+  for (int k = 0; k < 3; k++) mb_shapes_free(sh[k]);
   free(bytes);
   free(flags);
   free(dtype);

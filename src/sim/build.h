@@ -63,7 +63,7 @@ typedef struct mb_builder {
   const mb_train *tr;
   mb_diag *d;
   mb_arena a;             /* scratch for building */
-  mb_model_state ms[2];   /* the model, the teacher */
+  mb_model_state ms[3];   /* the model, the teacher, the model in eval mode (MB_MS_EVAL) */
   int32_t low;            /* fp16/bf16 dtype of the precision, 0 under fp32 */
   bool amp, pure;
   int32_t loss_out;       /* the model output the loss reads */
@@ -77,7 +77,12 @@ static inline int32_t mb_lnode_read(const mb_lnode *ln, int32_t i) {
   return i < ln->n_in ? ln->in_slot[i] : ln->src_slot[i - ln->n_in];
 }
 
-/* plan.c */
+/* ms[] index of the model's evaluation forward (eval_batch): the same graph, no grad, eval
+ * mode, its slots sized at the evaluation's batch; events name the model's nodes (model 0) */
+#define MB_MS_EVAL 2
+
+/* plan.c: model is an ms[] index (MB_MS_EVAL makes a slot of the model sized at the
+ * evaluation's batch) */
 int mb_slot_new(mb_builder *b, int model, int rule, int category, int32_t ref, int32_t dtype,
                 const char *name);
 int mb_build_lnodes(mb_builder *b, int model);

@@ -485,6 +485,34 @@ static int batchnorm_counters(emitter *e) {
   return MB_OK;
 }
 
+/* .grad tensors that outlive a step: accumulated over micro-batches, or zeroed in place by
+ * zero_grad(set_to_none=False) instead of freed. They exist before backward, which adds into
+ * them (AccumulateGrad: variable_grad += new_grad). */
+static bool persistent_grads(const mb_train *tr) {
+  return tr->grad_accumulation > 1 || tr->eval.zero_grad == MB_ZERO_GRAD_ZERO;
+}
+
+/* teacher_cache N: the N - 1 batches of teacher outputs cached by earlier steps (this step's
+ * outputs join them: emit_step keeps them to the end). Cached targets are inputs of the step. */
+static int teacher_cache(emitter *e) {
+  mb_builder *b = e->b;
+  int64_t n = b->tr->eval.teacher_cache;
+  const mb_model_state *ts = &b->ms[1];
+  if (!n || !b->tr->teacher) return MB_OK;
+  for (int32_t i = 0; i < ts->g->n_outputs; i++) {
+    int32_t o = ts->g->outputs[i];
+    if (o < 0 || ts->host[o] || ts->slot_of[o] < 0 || slot(e, ts->slot_of[o])->rule == MB_SZ_ZERO) continue;
+    int32_t s = mb_slot_new(b, 1, MB_SZ_VALUE, MB_CAT_INPUT, o, ts->rt[o], "teacher outputs cached by earlier steps");
+    if (s < 0) return b->d->status;
+    slot(e, s)->tag = MB_TAG_TEACHER_CACHE;
+    slot(e, s)->copies = (uint32_t)(n - 1);
+    slot(e, s)->refs = MB_PERSISTENT;
+    ev(e, 1, 1, s, -1);
+    slot(e, ts->slot_of[o])->category = MB_CAT_INPUT;
+  }
+  return b->d->status;
+}
+
 static int emit_setup(emitter *e, loss_state *ls) {
   mb_builder *b = e->b;
   const mb_train *tr = b->tr;
@@ -509,7 +537,7 @@ static int emit_setup(emitter *e, loss_state *ls) {
         if (fixed(e, 0, MB_CAT_OPTIMIZER, st[k], "optimizer state", 1) < 0) return b->d->status;
       if (tr->master_weights && b->pure && fixed(e, 0, MB_CAT_MASTER, ct->numel * 4, "fp32 master weight", 1) < 0)
         return b->d->status;
-      if (tr->grad_accumulation > 1) {
+      if (persistent_grads(tr)) {
         int32_t s = fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, ct->numel), ct->name, 1);
         if (s < 0) return b->d->status;
         e->pgrad[v] = s;
@@ -543,6 +571,7 @@ static int emit_setup(emitter *e, loss_state *ls) {
     }
     if (fixed(e, 1, MB_CAT_TEACHER, largest_teacher_layer, "teacher layer on the device", 1) < 0) return b->d->status;
   }
+  if (teacher_cache(e) != MB_OK) return b->d->status;
   uint64_t ws = mb_train_workspace(tr);
   if (gemm && ws) {
     /* forward GEMMs run on the main thread, backward ones on autograd's: two handles */
@@ -618,6 +647,94 @@ static int by_until(const void *a, const void *b) {
   return (x->until > y->until) - (x->until < y->until);
 }
 
+/* ---- evaluation inside training (eval_batch) ----
+ * After the step: zero_grad, then diffusers' validation pattern (training_utils.py, EMAModel):
+ *   ema.store(model.parameters())    [param.detach().cpu().clone() for each]: a host copy, so
+ *                                    device memory only when training on the CPU
+ *   ema.copy_to(model.parameters())  param.data.copy_(shadow): in place, the shadows on the device
+ *   model.eval(); with torch.no_grad(): for each batch: out = model(x) (kept: eval_keep_outputs)
+ *   ema.restore(model.parameters())  copies back in place, drops the stored list
+ * The forward is the model's in eval mode at the evaluation's batch (MB_MS_EVAL): nothing is
+ * recorded or kept, dropout returns its input, BatchNorm normalises with its running statistics
+ * (no batch statistics); autocast caches its weight copies again until it exits. The training
+ * batch stays referenced by the loop. */
+static int emit_eval(emitter *e) {
+  mb_builder *b = e->b;
+  const mb_train *tr = b->tr;
+  mb_plan *p = b->p;
+  const mb_model_state *ms = &b->ms[0];
+  mb_model_state *es = &b->ms[MB_MS_EVAL];
+  const mb_graph *g = ms->g;
+  e->dup = NULL;
+  p->step_end = p->n_ev;
+  /* zero_grad(set_to_none=True), the step's last act: every .grad goes (a storage once) */
+  if (tr->eval.zero_grad == MB_ZERO_GRAD_NONE) {
+    bool *gone = mb_arena_array(&b->a, (size_t)p->n_slots + 1, sizeof(bool));
+    if (!gone) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+    for (int32_t v = 0; v < g->n_values; v++) {
+      int32_t s = ms->trainable_init[v] && e->reached[v] ? e->pgrad[v] : -1;
+      if (s < 0 || gone[s]) continue;
+      gone[s] = true;
+      ev(e, 0, 0, s, -1);
+    }
+  }
+  e->phase = MB_PHASE_EVAL;
+  /* ema.store: a copy of every parameter (model.parameters(): trainable or not) */
+  int32_t first_store = p->n_slots, n_store = 0;
+  if (tr->eval.ema_swap && tr->cpu)
+    for (int32_t v = 0; v < g->n_values; v++) {
+      int32_t w = g->values[v].kind == MB_VALUE_INITIALIZER ? ms->slot_of[v] : -1;
+      if (w < 0 || slot(e, w)->rule != MB_SZ_FIXED ||
+          (slot(e, w)->category != MB_CAT_PARAMETER && slot(e, w)->category != MB_CAT_EMBEDDING))
+        continue;
+      int32_t s = fixed(e, 0, MB_CAT_EMA, slot(e, w)->fixed, "EMA store: parameter copy", 0);
+      if (s < 0) return b->d->status;
+      slot(e, s)->tag = MB_TAG_EMA_STORE;
+      n_store++;
+    }
+  /* outputs kept from the evaluation's earlier batches */
+  int64_t keep = tr->eval.keep_outputs;
+  int32_t first_kept = p->n_slots, n_kept = 0;
+  for (int32_t i = 0; i < g->n_outputs && keep > 0; i++) {
+    int32_t o = g->outputs[i];
+    if (o < 0 || es->host[o] || es->slot_of[o] < 0 || slot(e, es->slot_of[o])->rule == MB_SZ_ZERO) continue;
+    int32_t s = fresh(e, MB_MS_EVAL, MB_SZ_VALUE, MB_CAT_ACTIVATION, o, es->rt[o], "evaluation outputs of earlier batches");
+    if (s < 0) return b->d->status;
+    slot(e, s)->tag = MB_TAG_EVAL_OUTPUTS;
+    slot(e, s)->copies = (uint32_t)(keep - 1);
+    ev(e, 1, 0, s, -1);
+    n_kept++;
+  }
+  /* the evaluation batch and its forward */
+  p->eval_fwd_first = p->n_ev;
+  for (int32_t i = 0; i < g->n_inputs; i++) {
+    int32_t s = es->slot_of[g->inputs[i]];
+    hold(e, s);
+    ev(e, 1, 0, s, -1);
+  }
+  for (int32_t i = 0; i < g->n_outputs; i++) hold(e, es->slot_of[g->outputs[i]]);
+  mb_hold *holds = NULL;
+  int32_t n_holds = 0, next = 0;
+  if (mb_module_holds(b, MB_MS_EVAL, &holds, &n_holds) != MB_OK) return b->d->status;
+  if (n_holds > 1) qsort(holds, (size_t)n_holds, sizeof(mb_hold), by_until);
+  for (int32_t k = 0; k < n_holds; k++) hold(e, holds[k].slot);
+  for (int32_t i = 0; i < es->n_ln; i++) {
+    if (forward_node(e, 0, &es->ln[i], false, false) != MB_OK) return b->d->status;
+    for (; next < n_holds && holds[next].until == i; next++) release(e, 0, holds[next].slot, es->ln[i].node);
+  }
+  for (int32_t k = 0; k < es->n_wc; k++) release(e, 0, es->wc[k].copy_slot, -1); /* autocast exits */
+  for (int32_t i = 0; i < g->n_inputs; i++) release(e, 0, es->slot_of[g->inputs[i]], -1);
+  if (!keep)
+    for (int32_t i = 0; i < g->n_outputs; i++) release(e, 0, es->slot_of[g->outputs[i]], -1);
+  p->eval_fwd_end = p->n_ev;
+  /* the evaluation ends: its outputs go, ema.restore drops the stored copies */
+  if (keep)
+    for (int32_t i = 0; i < g->n_outputs; i++) release(e, 0, es->slot_of[g->outputs[i]], -1);
+  for (int32_t k = 0; k < n_kept; k++) release(e, 0, first_kept + k, -1);
+  for (int32_t k = 0; k < n_store; k++) ev(e, 0, 0, first_store + k, -1);
+  return b->d->status;
+}
+
 int mb_emit_step(mb_builder *b) {
   emitter e = {.b = b};
   mb_model_state *ms = &b->ms[0];
@@ -676,7 +793,7 @@ int mb_emit_step(mb_builder *b) {
 
   e.phase = MB_PHASE_BACKWARD;
   if (loss_backward(&e, &ls) != MB_OK) return b->d->status;
-  if (b->tr->teacher) {
+  if (b->tr->teacher && !b->tr->eval.teacher_cache) { /* with a cache they stay: emit_step_end */
     mb_model_state *ts = &b->ms[1];
     for (int32_t i = 0; i < ts->g->n_outputs; i++) release(&e, 1, ts->slot_of[ts->g->outputs[i]], -1);
   }
@@ -710,7 +827,7 @@ int mb_emit_step(mb_builder *b) {
   if (!reached) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   for (int32_t v = 0; v < g->n_values; v++) {
     if (!ms->trainable_init[v]) continue;
-    bool got = b->tr->grad_accumulation > 1 ? e.reached_any[v] : e.pgrad[v] >= 0;
+    bool got = persistent_grads(b->tr) ? e.reached_any[v] : e.pgrad[v] >= 0;
     reached[v] = got;
     if (got) b->p->slots[ms->slot_of[v]].has_grad = true;
     else for (int32_t k = 0; k < e.owned_n[v]; k++) b->p->slots[e.owned_first[v] + k].rule = MB_SZ_ZERO;
@@ -719,5 +836,10 @@ int mb_emit_step(mb_builder *b) {
   e.reached = reached;
   if (emit_optimizer(&e) != MB_OK) return b->d->status;
   b->p->states_at_init = mb_optim_get(b->tr->optimizer)->states_at_init;
+  if (b->tr->eval.batch && emit_eval(&e) != MB_OK) return b->d->status;
+  if (b->tr->teacher && b->tr->eval.teacher_cache) { /* this step's entry of the cache: the step ends */
+    mb_model_state *ts = &b->ms[1];
+    for (int32_t i = 0; i < ts->g->n_outputs; i++) release(&e, 1, ts->slot_of[ts->g->outputs[i]], -1);
+  }
   return b->d->status;
 }

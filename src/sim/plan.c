@@ -31,7 +31,9 @@ int mb_slot_new(mb_builder *b, int model, int rule, int category, int32_t ref, i
   }
   mb_slot *sl = &p->slots[p->n_slots];
   memset(sl, 0, sizeof *sl);
-  sl->model = (uint8_t)model;
+  sl->model = model == 1;
+  sl->eval = model == MB_MS_EVAL;
+  sl->copies = 1;
   sl->rule = (uint8_t)rule;
   sl->category = (uint8_t)category;
   sl->ref = ref;
@@ -74,7 +76,14 @@ static int bind_leaves(mb_builder *b, int model) {
   for (int32_t v = 0; v < g->n_values; v++) {
     const mb_value *val = &g->values[v];
     ms->slot_of[v] = -1;
-    if (val->kind == MB_VALUE_INITIALIZER) {
+    if (val->kind == MB_VALUE_INITIALIZER && model == MB_MS_EVAL) { /* the model's own weights */
+      const mb_model_state *train = &b->ms[0];
+      ms->slot_of[v] = train->slot_of[v];
+      ms->rt[v] = train->rt[v];
+      ms->rg[v] = train->rg[v]; /* parameters still require grad under no_grad (autocast's cache) */
+      ms->trainable_init[v] = train->trainable_init[v];
+      ms->host[v] = train->host[v];
+    } else if (val->kind == MB_VALUE_INITIALIZER) {
       const mb_const_tensor *ct = &g->inits[val->initializer];
       int32_t r = role[val->initializer];
       ms->rt[v] = device_dtype(b, ct->dtype);
@@ -94,10 +103,12 @@ static int bind_leaves(mb_builder *b, int model) {
       ms->slot_of[v] = sl;
     } else if (val->kind == MB_VALUE_INPUT) {
       ms->rt[v] = device_dtype(b, ms->t[v].dtype);
-      int32_t sl = mb_slot_new(b, model, model == 0 ? MB_SZ_VALUE : MB_SZ_ZERO, MB_CAT_INPUT, v,
+      /* the teacher reads the student's batch; the evaluation has a batch of its own, which its
+       * readers reference (emit.c holds it through the forward) */
+      int32_t sl = mb_slot_new(b, model, model == 1 ? MB_SZ_ZERO : MB_SZ_VALUE, MB_CAT_INPUT, v,
                                ms->rt[v], val->name);
       if (sl < 0) return b->d->status;
-      b->p->slots[sl].refs = PERSISTENT;
+      b->p->slots[sl].refs = model == MB_MS_EVAL ? 0 : PERSISTENT;
       ms->slot_of[v] = sl;
     }
   }
@@ -293,9 +304,11 @@ static int32_t known_float(const mb_model_state *ms, int32_t v, double *out) {
   return 1;
 }
 
-/* Rule adjustments that depend on the node's inputs, not only its op type. */
-static int refine_rule(const mb_model_state *ms, const mb_node *n, int rule) {
+/* Rule adjustments that depend on the node's inputs, not only its op type, and on the mode:
+ * in eval mode (the evaluation's forward) dropout returns its input itself. */
+static int refine_rule(const mb_model_state *ms, const mb_node *n, int rule, bool eval) {
   double ratio = -1;
+  if (rule == MB_G_DROPOUT && eval) return MB_G_IDENTITY;
   if (rule == MB_G_DROPOUT) {
     if (n->n_inputs > 1 && known_float(ms, n->inputs[1], &ratio) && ratio == 0) return MB_G_IDENTITY;
     if (n->n_inputs > 2 && known_float(ms, n->inputs[2], &ratio) && ratio == 0) return MB_G_IDENTITY;
@@ -554,6 +567,45 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
   return MB_OK;
 }
 
+/* A value computed from a Bernoulli draw alone (through casts and scalings): dropout or
+ * stochastic depth written out, as torchvision's stochastic_depth and timm's drop_path are
+ * (torch.empty(...).bernoulli_(keep).div_(keep)). */
+static bool from_bernoulli(const mb_model_state *ms, int32_t v, int depth) {
+  if (v < 0 || depth > 8 || ms->g->values[v].kind != MB_VALUE_NODE_OUTPUT) return false;
+  const mb_node *n = &ms->g->nodes[ms->g->values[v].producer];
+  if (is_op(n, "Bernoulli") || (n->origin.aten && !strncmp(n->origin.aten, "aten.bernoulli", 14))) return true;
+  if (!is_op(n, "Cast") && !is_op(n, "CastLike") && !is_op(n, "Div") && !is_op(n, "Mul")) return false;
+  bool any = false;
+  for (int32_t i = 0; i < (is_op(n, "CastLike") ? 1 : n->n_inputs); i++) {
+    int32_t u = n->inputs[i];
+    if (u < 0) continue;
+    if (from_bernoulli(ms, u, depth + 1)) any = true;
+    else if (ms->g->values[u].kind != MB_VALUE_INITIALIZER && !ms->host[u] && !ms->t[u].val) return false;
+  }
+  return any;
+}
+
+/* In eval mode such code returns its input (`if not training: return input`): the draw is
+ * not made, and the product of a tensor and the draw is the tensor itself. */
+static bool eval_skips_draw(const mb_model_state *ms, const mb_node *n) {
+  if (n->n_outputs < 1) return false;
+  for (int32_t j = 0; j < n->n_outputs; j++) {
+    int32_t o = n->outputs[j];
+    if (o < 0) continue;
+    for (int32_t i = 0; i < ms->g->n_outputs; i++)
+      if (ms->g->outputs[i] == o) return false;
+    if (!from_bernoulli(ms, o, 0)) return false;
+  }
+  return true;
+}
+
+/* The operand a product with a draw keeps in eval mode, or -1. */
+static int32_t eval_skips_mask(const mb_model_state *ms, const mb_node *n) {
+  if (!is_op(n, "Mul") || n->n_inputs != 2 || n->inputs[0] < 0 || n->inputs[1] < 0) return -1;
+  bool r0 = from_bernoulli(ms, n->inputs[0], 0), r1 = from_bernoulli(ms, n->inputs[1], 0);
+  return r0 == r1 ? -1 : r0 ? n->inputs[1] : n->inputs[0];
+}
+
 static bool if_aliases(const mb_graph *g, const mb_node *n) {
   if (!is_op(n, "If") || n->n_outputs < 1) return false;
   for (int32_t j = 0; j < n->n_outputs; j++)
@@ -631,6 +683,7 @@ int mb_build_lnodes(mb_builder *b, int model) {
     const mb_node *n = &g->nodes[k];
     int32_t gi = ms->fusion.group_of[k];
     if (ms->fusion.dead && ms->fusion.dead[k]) continue;
+    if (model == MB_MS_EVAL && (gi < 0 || ms->fusion.groups[gi].last == k) && eval_skips_draw(ms, n)) continue;
     mb_lnode *ln = &ms->ln[ms->n_ln];
     memset(ln, 0, sizeof *ln);
     ln->node = k;
@@ -659,8 +712,14 @@ int mb_build_lnodes(mb_builder *b, int model) {
         ms->n_ln++;
       }
       continue;
+    } else if (model == MB_MS_EVAL && eval_skips_mask(ms, n) >= 0) {
+      int32_t *src = mb_arena_array(&b->a, 1, sizeof(int32_t));
+      if (!src) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+      *src = eval_skips_mask(ms, n);
+      *ln = (mb_lnode){.node = k, .rule = MB_G_IDENTITY, .n_in = 1, .in = src, .n_out = 1, .out = &n->outputs[0],
+                       .stats_ref = -1};
     } else {
-      ln->rule = refine_rule(ms, n, n->op ? n->op->grad : MB_G_DEFAULT);
+      ln->rule = refine_rule(ms, n, n->op ? n->op->grad : MB_G_DEFAULT, model == MB_MS_EVAL);
       ln->detached = ms->fusion.detached && ms->fusion.detached[k];
       /* CastLike's second input only names the dtype: not read, not kept, no gradient path */
       ln->n_in = is_op(n, "CastLike") && n->n_inputs > 1 ? 1 : n->n_inputs;
@@ -700,6 +759,42 @@ static int shapes_for_plan(mb_builder *b, int model) {
                    mb_shapes_errmsg(ms->shapes));
   ms->g = ms->m->graph;
   ms->t = mb_shapes_tinfo(ms->shapes);
+  return MB_OK;
+}
+
+/* The evaluation's forward is planned at its own batch (batch 1 of a graph that records its
+ * copies at 1, as the training plan is), or shares the training plan's shapes when it runs at
+ * the training batch. */
+static int shapes_for_eval(mb_builder *b) {
+  mb_model_state *ms = &b->ms[MB_MS_EVAL], *train = &b->ms[0];
+  ms->m = train->m;
+  ms->g = train->g;
+  int64_t eb = b->tr->eval.batch;
+  if (eb < 0) {
+    ms->t = train->t;
+    return MB_OK;
+  }
+  int64_t batch = (eb == 1 && records_aten_ops(ms->m->graph)) || mb_setup_batch_limit(b->s) < 2 ? 1 : 2;
+  if (mb_shapes_run(ms->m, b->s, batch, &ms->shapes) != MB_OK)
+    return mb_fail(b->d, mb_shapes_status(ms->shapes), "evaluation: %s", mb_shapes_errmsg(ms->shapes));
+  ms->t = mb_shapes_tinfo(ms->shapes);
+  return MB_OK;
+}
+
+/* Options that need another one to mean anything. */
+static int check_eval_options(const mb_setup *s, mb_diag *d) {
+  const mb_train *tr = &s->train;
+  const mb_eval_opts *e = &tr->eval;
+  if (!e->batch && e->ema_swap)
+    return mb_fail(d, MB_E_INVALID_ARG, "ema_swap swaps the EMA weights in for an evaluation: give one with "
+                   "eval_batch (--eval-batch N, or train for the training batch)");
+  if (!e->batch && e->keep_outputs)
+    return mb_fail(d, MB_E_INVALID_ARG, "eval_keep_outputs keeps an evaluation's outputs: give one with "
+                   "eval_batch (--eval-batch N, or train for the training batch)");
+  if (e->ema_swap && !tr->ema)
+    return mb_fail(d, MB_E_INVALID_ARG, "ema_swap needs EMA weights to swap in: set ema (--ema)");
+  if (e->teacher_cache && !tr->teacher)
+    return mb_fail(d, MB_E_INVALID_ARG, "teacher_cache keeps a teacher's outputs: give a teacher (--teacher)");
   return MB_OK;
 }
 
@@ -745,7 +840,9 @@ static int refuse_inference_graph(const mb_model *m, const mb_setup *s, mb_diag 
 
 int mb_plan_build(const mb_model *m, const mb_setup *s, mb_plan **out, mb_diag *d) {
   *out = NULL;
-  if (refuse_inference_graph(m, s, d) != MB_OK || mb_shapes_check_sample_dims(m, s, d) != MB_OK) return d->status;
+  if (refuse_inference_graph(m, s, d) != MB_OK || mb_shapes_check_sample_dims(m, s, d) != MB_OK ||
+      check_eval_options(s, d) != MB_OK)
+    return d->status;
   mb_plan *p = calloc(1, sizeof *p);
   if (!p) return mb_fail(d, MB_E_NOMEM, "out of memory");
   mb_builder b = {.p = p, .s = s, .tr = &s->train, .d = d};
@@ -760,9 +857,11 @@ int mb_plan_build(const mb_model *m, const mb_setup *s, mb_plan **out, mb_diag *
   int n_models = b.tr->teacher ? 2 : 1;
   for (int k = 0; k < n_models && d->status == MB_OK; k++)
     if (shapes_for_plan(&b, k) == MB_OK) mb_build_lnodes(&b, k);
+  p->eval_batch = b.tr->eval.batch;
+  if (d->status == MB_OK && p->eval_batch && shapes_for_eval(&b) == MB_OK) mb_build_lnodes(&b, MB_MS_EVAL);
   if (d->status == MB_OK) choose_loss(&b);
   if (d->status == MB_OK) mb_emit_step(&b);
-  for (int k = 0; k < 2; k++) mb_shapes_free(b.ms[k].shapes);
+  for (int k = 0; k < 3; k++) mb_shapes_free(b.ms[k].shapes);
   mb_arena_destroy(&b.a);
   if (d->status != MB_OK) {
     mb_plan_free(p);

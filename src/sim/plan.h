@@ -24,8 +24,20 @@ enum mb_size_rule {
   MB_SZ_TARGET    /* numel(ref) / dims[axis]: one class index per prediction */
 };
 
+/* Slots that stand for something the budget reports apart (run.c sums their bytes). */
+enum mb_slot_tag {
+  MB_TAG_NONE,
+  MB_TAG_TEACHER_CACHE, /* earlier batches of the teacher's outputs (teacher_cache) */
+  MB_TAG_EVAL_OUTPUTS,  /* earlier batches of the evaluation's outputs (eval_keep_outputs) */
+  MB_TAG_EMA_STORE,     /* EMAModel.store's copy of a parameter */
+  MB_TAG_COUNT
+};
+
 typedef struct mb_slot {
   uint8_t model;     /* 0: the model, 1: the teacher */
+  uint8_t eval;      /* sized at the evaluation's batch, not the training batch */
+  uint8_t tag;       /* enum mb_slot_tag */
+  uint32_t copies;   /* the slot stands for this many tensors of its size (1 unless said) */
   uint8_t rule;      /* enum mb_size_rule */
   uint8_t category;  /* mb_category */
   int8_t axis;
@@ -54,6 +66,10 @@ typedef struct mb_plan {
   mb_event_rec *ev;
   int32_t n_ev, cap_ev;
   bool states_at_init;  /* optimizer states exist on the first step too */
+  int64_t eval_batch;   /* the evaluation phase's batch: 0 none, -1 the training batch */
+  int32_t step_end;     /* with an evaluation: its first event, zero_grad's (optimizer.step()
+                         * has returned; level_after_optimizer is read there) */
+  int32_t eval_fwd_first, eval_fwd_end; /* events of the evaluation batch and its forward */
   char note[512];       /* what was assumed (loss chosen, ...) */
 } mb_plan;
 
@@ -79,6 +95,12 @@ typedef struct mb_run {
   int32_t assumed;                    /* default bounds taken for data-dependent sizes */
   uint64_t phase_end[MB_PHASE_COUNT]; /* live when the step leaves each phase (after its last
                                        * event; a phase without events: the level it is passed at) */
+  /* the evaluation phase (not part of the peaks above) */
+  int64_t eval_batch;
+  uint64_t eval_peak, eval_forward;
+  uint64_t eval_at_peak[MB_CAT_COUNT];
+  uint64_t tagged[MB_TAG_COUNT];      /* one copy of each tagged slot, summed */
+  uint64_t teacher_cache_resident;    /* tagged teacher-cache bytes allocated in setup */
 } mb_run;
 
 /* Run the plan at batch (shapes inferred with s's dims). bytes/live: optional per-event

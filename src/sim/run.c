@@ -40,32 +40,56 @@ static uint64_t slot_bytes(const mb_slot *s, const mb_tinfo *t, uint64_t roundin
   return mb_round_block(bytes, rounding);
 }
 
+/* The size of slot sl: one tensor's rounded bytes times the copies it stands for; false when
+ * that overflows (a batch absurdly large: the solve counts it as not fitting). */
+static bool sized(const mb_slot *sl, const mb_tinfo *t, uint64_t rounding, uint64_t *one, uint64_t *all) {
+  *one = slot_bytes(sl, t, rounding);
+  if (sl->copies > 1 && *one > (UINT64_C(1) << 62) / sl->copies) return false;
+  *all = *one * sl->copies;
+  return true;
+}
+
 int mb_plan_run(const mb_plan *p, const mb_setup *s, int64_t batch, mb_run *r, uint64_t *bytes_out,
                 uint64_t *live_out, mb_diag *d) {
   memset(r, 0, sizeof *r);
-  mb_shapes *sh[2] = {NULL, NULL};
-  const mb_model *models[2] = {p->model, p->teacher};
-  const mb_tinfo *t[2] = {NULL, NULL};
-  for (int k = 0; k < 2 && models[k]; k++) {
-    if (mb_shapes_run(models[k], s, batch, &sh[k]) != MB_OK) {
-      mb_fail(d, mb_shapes_status(sh[k]), "%sat batch %lld: %s", k ? "teacher " : "", (long long)batch,
+  /* the model and the teacher at the training batch; the evaluation's forward at its own batch
+   * (shapes inferred again, not scaled: sizes need not be linear in the batch) */
+  int64_t eval_batch = p->eval_batch < 0 ? batch : p->eval_batch;
+  const mb_model *models[3] = {p->model, p->teacher, p->eval_batch && eval_batch != batch ? p->model : NULL};
+  const int64_t batches[3] = {batch, batch, eval_batch};
+  static const char *const who[3] = {"", "teacher ", "evaluation "};
+  mb_shapes *sh[3] = {NULL, NULL, NULL};
+  const mb_tinfo *t[3] = {NULL, NULL, NULL};
+  for (int k = 0; k < 3 && d->status == MB_OK; k++) {
+    if (!models[k]) continue;
+    if (mb_shapes_run(models[k], s, batches[k], &sh[k]) != MB_OK) {
+      mb_fail(d, mb_shapes_status(sh[k]), "%sat batch %lld: %s", who[k], (long long)batches[k],
               mb_shapes_errmsg(sh[k]));
-      mb_shapes_free(sh[0]);
-      mb_shapes_free(sh[1]);
-      return d->status;
+      break;
     }
     t[k] = mb_shapes_tinfo(sh[k]);
-    r->assumed += mb_shapes_assumed(sh[k])->n;
+    if (k < 2) r->assumed += mb_shapes_assumed(sh[k])->n;
   }
-  uint64_t *size = malloc(((size_t)p->n_slots + 1) * sizeof *size);
-  if (!size) {
-    mb_shapes_free(sh[0]);
-    mb_shapes_free(sh[1]);
-    return mb_fail(d, MB_E_NOMEM, "out of memory");
+  const mb_tinfo *t_eval = t[2] ? t[2] : t[0];
+  r->eval_batch = p->eval_batch ? eval_batch : 0;
+  uint64_t *size = d->status == MB_OK ? malloc(((size_t)p->n_slots + 1) * sizeof *size) : NULL;
+  if (!size && d->status == MB_OK) mb_fail(d, MB_E_NOMEM, "out of memory");
+  for (int32_t i = 0; i < p->n_slots && d->status == MB_OK; i++) {
+    const mb_slot *sl = &p->slots[i];
+    uint64_t one = 0;
+    if (!sized(sl, sl->eval ? t_eval : t[sl->model], s->train.rounding, &one, &size[i]))
+      mb_fail(d, MB_E_LIMIT, "at batch %lld: %u copies of '%s' overflow", (long long)batch, (unsigned)sl->copies,
+              sl->name ? sl->name : "a tensor");
+    r->tagged[sl->tag] += one;
+    if (sl->tag == MB_TAG_TEACHER_CACHE) r->teacher_cache_resident += size[i];
   }
-  for (int32_t i = 0; i < p->n_slots; i++) size[i] = slot_bytes(&p->slots[i], t[p->slots[i].model], s->train.rounding);
+  if (d->status != MB_OK) {
+    free(size);
+    for (int k = 0; k < 3; k++) mb_shapes_free(sh[k]);
+    return d->status;
+  }
 
-  uint64_t live = 0, cat[MB_CAT_COUNT] = {0}, teacher_base = 0;
+  uint64_t live = 0, cat[MB_CAT_COUNT] = {0}, teacher_base = 0, eval_base = 0, step_end = 0;
   int prev = MB_PHASE_SETUP;
   bool snap_setup = false, snap_fwd = false;
   for (int32_t i = 0; i < p->n_ev; i++) {
@@ -79,12 +103,18 @@ int mb_plan_run(const mb_plan *p, const mb_setup *s, int64_t batch, mb_run *r, u
       for (int ph = prev + 1; ph <= e->phase; ph++) /* a phase holds at least what it starts with */
         if (live > r->phase_peak[ph]) r->phase_peak[ph] = live;
       for (int ph = prev; ph < e->phase; ph++) r->phase_end[ph] = live;
+      if (e->phase == MB_PHASE_EVAL && live > r->eval_peak) {
+        r->eval_peak = live;
+        memcpy(r->eval_at_peak, cat, sizeof cat);
+      }
       if (!snap_fwd && e->phase > MB_PHASE_FORWARD) {
         r->activations = cat[MB_CAT_ACTIVATION];
         snap_fwd = true;
       }
       prev = e->phase;
     }
+    if (p->eval_batch && i == p->eval_fwd_first) eval_base = live;
+    if (p->eval_batch && i == p->step_end) step_end = live;
     const mb_slot *sl = &p->slots[e->slot];
     uint64_t b = size[e->slot];
     if (e->alloc) {
@@ -97,6 +127,15 @@ int mb_plan_run(const mb_plan *p, const mb_setup *s, int64_t batch, mb_run *r, u
     if (bytes_out) bytes_out[i] = b;
     if (live_out) live_out[i] = live;
     if (live > r->phase_peak[e->phase]) r->phase_peak[e->phase] = live;
+    if (e->phase == MB_PHASE_EVAL) { /* reported beside the step's peaks, not in them */
+      if (live > r->eval_peak) {
+        r->eval_peak = live;
+        memcpy(r->eval_at_peak, cat, sizeof cat);
+      }
+      if (i >= p->eval_fwd_first && i < p->eval_fwd_end && live - eval_base > r->eval_forward)
+        r->eval_forward = live - eval_base;
+      continue;
+    }
     if (live > r->peak) {
       r->peak = live;
       r->peak_phase = e->phase;
@@ -107,14 +146,15 @@ int mb_plan_run(const mb_plan *p, const mb_setup *s, int64_t batch, mb_run *r, u
     uint64_t first = e->phase < MB_PHASE_OPTIMIZER && !p->states_at_init ? live - cat[MB_CAT_OPTIMIZER] : live;
     if (first > r->first_step_peak) r->first_step_peak = first;
   }
-  for (int ph = prev + 1; ph < MB_PHASE_COUNT; ph++) /* phases without events (SGD's step) */
+  for (int ph = prev + 1; ph < MB_PHASE_EVAL; ph++) /* phases without events (SGD's step) */
     if (live > r->phase_peak[ph]) r->phase_peak[ph] = live;
   for (int ph = prev; ph < MB_PHASE_COUNT; ph++) r->phase_end[ph] = live;
+  /* people log after optimizer.step(), before the evaluation's zero_grad ends the phase */
+  if (p->eval_batch) r->phase_end[MB_PHASE_OPTIMIZER] = p->step_end < p->n_ev ? step_end : live;
   if (!snap_setup) memcpy(r->persistent, cat, sizeof cat);
   if (!snap_fwd) r->activations = cat[MB_CAT_ACTIVATION];
-  r->inputs = r->persistent[MB_CAT_INPUT];
+  r->inputs = r->persistent[MB_CAT_INPUT] - r->teacher_cache_resident;
   free(size);
-  mb_shapes_free(sh[0]);
-  mb_shapes_free(sh[1]);
+  for (int k = 0; k < 3; k++) mb_shapes_free(sh[k]);
   return MB_OK;
 }

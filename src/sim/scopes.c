@@ -174,16 +174,55 @@ typedef struct stmt {
   size_t target_len;
 } stmt;
 
+/* The last component of a scope prefix of length len ("/features/1/0" -> "0"). */
+static const char *last_component(const char *scope, size_t len, size_t *n) {
+  size_t i = len;
+  while (i > 0 && scope[i - 1] != '/') i--;
+  *n = len - i;
+  return scope + i;
+}
+
+/* Two items of one container, told by their names: "0" and "3", "layer1.0" and "layer1.1". */
+static bool container_items(const char *a, size_t an, const char *b, size_t bn) {
+  size_t ad = an, bd = bn;
+  while (ad > 0 && a[ad - 1] >= '0' && a[ad - 1] <= '9') ad--;
+  while (bd > 0 && b[bd - 1] >= '0' && b[bd - 1] <= '9') bd--;
+  return ad < an && bd < bn && ad == bd && !memcmp(a, b, ad) && (ad == 0 || a[ad - 1] == '.');
+}
+
+/* Did the execution st already run what lnode q runs: the same op in the module itself (own),
+ * or a call of the same child module or of another item of its container? */
+static bool made_before(const mb_model_state *ms, const stmt *st, int32_t q, int32_t level, bool own, size_t child) {
+  const mb_origin *cur = &ms->g->nodes[ms->ln[q].node].origin;
+  size_t cn;
+  const char *cc = last_component(cur->scope, child, &cn);
+  for (int32_t i = st->first; i <= st->last; i++) {
+    const mb_origin *o = &ms->g->nodes[ms->ln[i].node].origin;
+    if (!o->scope) continue;
+    bool o_own = scope_levels(o->scope) == level + 1;
+    if (own && o_own && o->fx && cur->fx && !strcmp(o->fx, cur->fx)) return true;
+    if (own || o_own) continue;
+    size_t on, ol = level_prefix(o->scope, level + 1);
+    const char *oc = last_component(o->scope, ol, &on);
+    if ((on == cn && !memcmp(oc, cc, cn)) || container_items(oc, on, cc, cn)) return true;
+  }
+  return false;
+}
+
 /* Does lnode q (at `level`, frame fi) continue the statement execution st, whose last lnode
  * is prev? Python evaluates a statement's sub-expressions inner before outer and left to
  * right, so within one execution each expression the traceback's carets mark encloses the
  * previous one or lies right of it; one inside or left of the previous starts the next
  * execution (`for conv in convs: h = F.elu(conv(h))`: conv's call, then elu's around it, then
  * the next conv's inside it). The same expression again is the same call when it is one op or
- * one child module's call. Without carets (Python before 3.11, or an expression that is the
- * whole line): the same line, and no return from a child call into another one (`for blk in
- * blocks: h = blk(h)` runs the line once per block, while `h = blk(torch.cat([h, s]))` runs cat
- * in the module itself, then blk). */
+ * one child module's call. Without carets (Python before 3.11, an expression that is the whole
+ * line, or an exporter that records none, as torch 2.x's dynamo exporter does): the same line,
+ * and nothing this execution already did again: no op of the module itself that it already
+ * ran after a child call, no child module it already called, nor another item of that child's
+ * container (`for blk in blocks: h = blk(h)` runs the line once per block; `h =
+ * self.conv1(F.silu(self.norm1(x)))` is norm1, silu and conv1 in one execution, as is `x = x +
+ * self.stochastic_depth(self.attn(self.norm1(x)))`; `for _ in range(n): h =
+ * self.lin(F.relu(h))` is relu, lin, then relu again: the next execution). */
 static bool same_execution(const mb_model_state *ms, const stmt *st, int32_t q, int32_t level, const frame_info *fi) {
   if (st->line != fi->line) return false;
   const mb_origin *prev = &ms->g->nodes[ms->ln[st->last].node].origin, *cur = &ms->g->nodes[ms->ln[q].node].origin;
@@ -196,7 +235,8 @@ static bool same_execution(const mb_model_state *ms, const stmt *st, int32_t q, 
     bool inside = fi->c0 >= st->c0 && fi->c1 <= st->c1, left = fi->c1 <= st->c0;
     return !inside && !left;
   }
-  return prev_own || same_child;
+  if (same_child || (own && prev_own)) return true;
+  return !made_before(ms, st, q, level, own, child);
 }
 
 /* Hold each bound local's storage until it is rebound or its module returns. */

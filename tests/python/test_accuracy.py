@@ -5,7 +5,10 @@ cross-checked against the profiler's allocation stream); these tests only read i
 file (compare.targets): torch 1.13's truth (issue 5) each case within 5%, the medians within 2%;
 torch 2.x's (issue 13) each case within 3%, the medians within 0.5%; on the allocated peak, the
 forward peak and the saved activations. On the torch 2.x cases PyTorch's MemTracker ran on
-(bench/truth/peer_memtracker.py), membudget's peak error is no larger than MemTracker's.
+(bench/truth/peer_memtracker.py), membudget's peak error is no larger than MemTracker's. The
+cases with an evaluation after the step (results/cpu-torch2-eval.json: zero_grad, the EMA
+update, EMAModel.store/copy_to, no-grad forwards in eval mode at their own batch, outputs kept)
+also compare the evaluation's peak with the same targets.
 """
 import os
 import statistics
@@ -54,6 +57,14 @@ def test_truth_files_exist_and_are_self_consistent():
                 # both steps start from the same state, and the forward does not depend on the mode
                 assert t["start"] == tracked["start"], case_id((r, c))
                 assert abs(t["forward_end"] - tracked["forward_end"]) <= allowed, case_id((r, c))
+            if "eval_peak" in t:
+                # the evaluation: from where the step left off (zero_grad aside) back to it, its
+                # peak seen alike by both meters and no higher than the stream's own running total
+                assert t["eval_start"] <= t["end"] and t["eval_end"] == t["eval_start"], case_id((r, c))
+                assert t["eval_alloc_peak"] >= t["eval_peak"] - 4096 and t["eval_peak"] > t["eval_start"]
+                assert tracked["eval_peak"] == t["eval_peak"], case_id((r, c))
+                # the EMA update (temporaries of EMAModel.step, not modelled) is not the step's peak
+                assert t.get("ema_peak", 0) <= t["peak"], case_id((r, c))
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +80,8 @@ def test_case_within_target(rows, rc):
     assert abs(row["err_act"]) <= limit, row
     if compare.torch_major(rc[0]) >= 2:
         assert abs(row["err_fwd"]) <= limit, row
+    if "err_eval" in row:
+        assert abs(row["err_eval"]) <= limit, row
 
 
 @pytest.mark.parametrize("result", RESULTS, ids=[r["path"] for r in RESULTS])
@@ -76,6 +89,8 @@ def test_medians_within_target(rows, result):
     mine = [rows[case_id((result, c))] for c in result["cases"]]
     _, median = compare.targets(result)
     keys = compare.ERRORS if compare.torch_major(result) >= 2 else ("err_peak", "err_act")
+    if all("err_eval" in r for r in mine):
+        keys = compare.EVAL_ERRORS
     for key in keys:
         assert statistics.median(abs(r[key]) for r in mine) <= median, key
 

@@ -109,6 +109,18 @@ def test_grad_accumulation_grads_from_setup(cli, mlp):
     assert got["level_after_backward"] == got["level_after_setup"]
 
 
+@pytest.mark.parametrize("zero_grad", ["none", "none-at-start"])
+def test_evaluation_leaves_the_step_levels(cli, mlp, zero_grad):
+    """An evaluation after the step starts with zero_grad, which frees the .grad tensors: the
+    level after the optimizer step is still read before it (setup + the grads, by hand)."""
+    b = 3
+    got = estimate(cli, mlp, "--batch", str(b), "--optimizer", "adamw", "--eval-batch", "5",
+                   "--zero-grad", zero_grad, *EXACT)
+    plain = estimate(cli, mlp, "--batch", str(b), "--optimizer", "adamw", *EXACT)
+    assert {k: got[k] for k in LEVELS} == {k: plain[k] for k in LEVELS}
+    assert got["level_after_optimizer"] == PARAMS + 2 * PARAMS + 4 * 4 * b + 8 * b + PARAMS
+
+
 def test_table_lists_the_step_in_order(cli, mlp):
     p = run(cli, "estimate", mlp, "--batch", "4", "--optimizer", "adamw", *EXACT, check=0)
     rows = [line.split("  ")[0] for line in p.stdout.splitlines()]

@@ -196,3 +196,21 @@ def test_runtime_not_found_and_usage(cli, graphs, tmp_path):
     assert "unknown option '--bogus'" in run(cli, "measure", graphs["relu"], "--bogus", check=2).stderr
     # the model is checked before any device is opened
     assert run(cli, "measure", tmp_path / "missing.onnx", check=1).returncode == 1
+
+
+@needs_fake
+def test_relu_replays_its_evaluation(cli, graphs):
+    """The replay runs the evaluation after the step. At the training batch its batch and
+    output take the step's cached 10b MiB blocks (y's and its gradient's segments): nothing
+    new. At batch 4 (training at 1 or 2) each is a 40 MiB request no cached block can hold, so
+    each takes a segment of its own: reserved = the step's 40b + 2 MiB, plus 80 MiB. The static
+    model of the same loop says the same."""
+    for b, e, grown in ((1, 4, 80), (2, 4, 80), (2, "train", 0)):
+        doc = json.loads(cli_env(cli, "measure", graphs["relu"], *RELU, "--batch", f"{b},{b + 1}", "--eval-batch",
+                                 e, "--json", env=fake_env(), check=0).stdout)
+        r = doc["replays"][0]
+        assert r["fits"] is True and r["device_bytes"] == r["reserved_peak"] == (40 * b + 2 + grown) * MIB, (b, e)
+        static = json.loads(cli_env(cli, "estimate", graphs["relu"], *RELU, "--batch", b, "--eval-batch", e,
+                                    "--gpu", "h100-80gb", "--json", check=0).stdout)["budget"]
+        assert static["reserved_peak"] == (40 * b + 2) * MIB
+        assert static["eval_reserved_peak"] == (40 * b + 2 + grown) * MIB, (b, e)

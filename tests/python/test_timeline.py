@@ -164,6 +164,30 @@ def test_teacher_phase(cli, tmp_path, mlp):
     assert "teacher_weights" in {p.get("data-category") for p in by_class(root, "layer", "path")}
 
 
+def test_evaluation_phase(cli, tmp_path, mlp):
+    """An evaluation after the step (--eval-batch) is a phase of its own at the end; its peak,
+    here the larger one, is inside the scale while the marker stays on the step's allocated
+    peak, which is what the legend's figures are taken at."""
+    args = ["--batch", "8", "--eval-batch", "2048", "--optimizer", "adamw", *EXACT]
+    budget, trace = budget_and_trace(cli, mlp, *args)
+    root = ET.fromstring(timeline(cli, tmp_path, mlp, *args).encode("utf-8"))
+    drawn = [(r.get("data-phase"), int(r.get("data-first-event")), int(r.get("data-events")))
+             for r in by_class(root, "phase", "rect")]
+    assert drawn == phase_runs(trace) and drawn[-1][0] == "eval"
+    step = [e["live"] for e in trace if e["phase"] != "eval"]
+    assert max(step) == budget["allocated_peak"] < budget["eval_peak"] == max(e["live"] for e in trace)
+    (g,) = by_class(root, "peak", "g")
+    assert int(g.get("data-bytes")) == budget["allocated_peak"] and g.get("data-phase") != "eval"
+    assert int(g.get("data-event")) == step.index(max(step))
+    at, _ = y_to_bytes(root)
+    top = min(y for p in by_class(root, "layer", "path") for _, y in path_points(p.get("d")))
+    assert abs(at(top) - budget["eval_peak"]) <= 0.01 * budget["eval_peak"]
+    ticks = [int(t.get("data-bytes")) for t in by_class(root, "tick", "text") if t.get("data-bytes")]
+    assert max(ticks) >= budget["eval_peak"]
+    title = next(t.text for t in root.iter(NS + "text") if "one training step" in (t.text or ""))
+    assert "then an evaluation at batch 2048" in title
+
+
 def test_names_are_escaped(cli, tmp_path):
     """Node and tensor names are data: markup in them is escaped, the document still parses."""
     path = tmp_path / "odd.onnx"

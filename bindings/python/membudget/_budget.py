@@ -46,7 +46,7 @@ class TraceEvent:
     storage's id, shared by an allocation and its free."""
 
     event: str      # "alloc" | "free"
-    phase: str      # setup | teacher | forward | loss | backward | optimizer
+    phase: str      # setup | teacher | forward | loss | backward | optimizer | eval
     category: str   # one of CATEGORIES
     bytes: int
     live: int
@@ -162,6 +162,18 @@ class Budget:
     level_after_forward: int = 0
     level_after_backward: int = 0
     level_after_optimizer: int = 0
+    # evaluation inside training (eval_batch; 0: none) and the teacher output cache: the fields
+    # above stay the training step's, ``fits``/``available`` and the solve take the larger of
+    # device_peak and eval_device_peak
+    eval_batch: int = 0
+    eval_peak: int = 0            # allocated: live bytes at the evaluation's peak
+    eval_reserved_peak: int = 0   # reserved by a loop of steps and evaluations
+    eval_device_peak: int = 0     # eval_reserved_peak + context
+    eval_forward: int = 0         # the evaluation's batch, forward and outputs above its start
+    eval_outputs: int = 0         # eval_keep_outputs batches of outputs
+    ema_stored: int = 0           # EMAModel.store's copy on the device (0 on cuda: a CPU copy)
+    teacher_cache: int = 0        # teacher_cache batches of teacher outputs
+    eval_at_peak: Mapping[str, int] = field(default_factory=dict)  # per category at the evaluation's peak
     summary: str = field(default="", compare=False, repr=False)
     setup: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     trace: Optional[Tuple[TraceEvent, ...]] = field(default=None, compare=False, repr=False)
@@ -228,6 +240,10 @@ class Budget:
         d["dims"] = dict(self.dims)
         d["worst_batch"] = self.worst_batch
         d["assumed_bounds"] = [a.to_dict() for a in self.assumed_bounds]
+        d["eval_batch"] = self.eval_batch
+        for name in _lib.BUDGET_EVAL_U64_FIELDS:
+            d[name] = getattr(self, name)
+        d["eval_at_peak"] = dict(self.eval_at_peak)
         return d
 
     def modules(self, depth: Optional[int] = None) -> List[ModuleBytes]:
@@ -249,7 +265,7 @@ class Budget:
 
 _BYTE_NAMES = frozenset([name for name, _ in BYTE_FIELDS] + ["available", "total", "cached_free",
                                                                "largest_cached_free", "cudnn_workspace"]
-                        + list(_lib.BUDGET_LEVEL_FIELDS))
+                        + list(_lib.BUDGET_LEVEL_FIELDS) + list(_lib.BUDGET_EVAL_U64_FIELDS))
 
 
 def from_struct(b: _lib.BudgetStruct, setup: Mapping[str, Any],
@@ -289,6 +305,9 @@ def from_struct(b: _lib.BudgetStruct, setup: Mapping[str, Any],
         worst_batch=(doc or {}).get("worst_batch", ""),
         assumed_bounds=tuple(AssumedBound(a["model"], a["node"], a["op_type"], a["tensor"], a["value"], a["why"])
                              for a in (doc or {}).get("assumed_bounds", ())),
+        eval_batch=b.eval_batch,
+        **{name: getattr(b, name) for name in _lib.BUDGET_EVAL_U64_FIELDS},
+        eval_at_peak=dict(zip(CATEGORIES, b.eval_at_peak)),
         summary=_lib.text(buf.value),
         setup=dict(setup),
         trace=events,

@@ -47,6 +47,9 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
              reserved: Optional[str] = None, per_sample: Optional[Mapping[str, int]] = None,
              batch_unit: Optional[str] = None, graph_sizes: GraphSizes = None,
              graph_quantile: Optional[float] = None, graph_batches: Optional[int] = None,
+             eval_batch: Union[int, str, None] = None, zero_grad: Optional[str] = None,
+             ema_swap: Optional[bool] = None, eval_keep_outputs: Optional[int] = None,
+             teacher_cache: Optional[int] = None,
              options: Optional[Mapping[str, Value]] = None,
              mode: str = "static", trace: bool = False, by_module: bool = False,
              module_depth: Optional[int] = None, top: Optional[int] = None,
@@ -85,6 +88,18 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
     graphs PyG computes as batch.max() + 1); ``dims`` (--dim) under their tensor names
     overrides them.
 
+    Evaluation inside training (docs/estimate.md "Evaluation inside training"): ``eval_batch``
+    (a batch size, or "train" for the training batch) adds, after each step, a no-grad forward
+    of the model in eval mode while the weights, optimizer states and, as ``zero_grad`` says
+    ("none": zero_grad(set_to_none=True) after the step, the default; "zero": set_to_none=False;
+    "none-at-start": zero_grad at the start of each step), the .grad tensors stay; ``ema_swap``
+    swaps the EMA weights in as diffusers' EMAModel.store()/copy_to() do (needs ``ema``);
+    ``eval_keep_outputs`` keeps that many batches of outputs. ``budget.eval_peak`` /
+    ``eval_device_peak`` stand beside the step's peaks, and ``fits`` and the solved batch size
+    respect both (the evaluation's batch stays fixed while the training batch is solved).
+    ``teacher_cache`` keeps that many batches of the teacher's outputs on the device
+    (``budget.teacher_cache``).
+
     ``trace=True`` also records every allocation of the step (``budget.trace``) and the
     module tree. Where the memory goes and what would change it (docs/estimate.md):
     ``by_module=True`` the library's module tree (``budget.module_tree``, ``budget.modules()``;
@@ -106,7 +121,8 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
              "cublas_workspace": cublas_workspace, "rounding": rounding, "transformers": transformers,
              "accept_inference_graph": accept_inference_graph, "alloc_conf": alloc_conf,
              "reserved": reserved, "batch_unit": batch_unit, "graph_quantile": graph_quantile,
-             "graph_batches": graph_batches}
+             "graph_batches": graph_batches, "eval_batch": eval_batch, "zero_grad": zero_grad,
+             "ema_swap": ema_swap, "eval_keep_outputs": eval_keep_outputs, "teacher_cache": teacher_cache}
     opts += [(k, v) for k, v in named.items() if v is not None]
     opts += [("checkpoint", g) for g in ((checkpoint,) if isinstance(checkpoint, str) else (checkpoint or ()))]
     if mode == "static" and batch is None and gpu is None and device_memory is None and not any(

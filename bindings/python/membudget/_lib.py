@@ -29,7 +29,7 @@ from ._version import __version__
 ENV_VAR = "MEMBUDGET_LIBRARY"
 
 # Counts fixed by the public header (they size arrays in mirrored structs).
-PHASE_COUNT = 6   # MB_PHASE_COUNT
+PHASE_COUNT = 7   # MB_PHASE_COUNT
 CAT_COUNT = 13    # MB_CAT_COUNT
 
 # mb_struct_id
@@ -138,6 +138,8 @@ BUDGET_MEASURED_FIELDS = ("measured_fixed", "measured_per_sample", "static_devic
                           "conv_workspace", "matmul_workspace")
 BUDGET_ALLOCATOR_U64_FIELDS = ("segments", "cached_free", "largest_cached_free", "cudnn_workspace")
 BUDGET_LEVEL_FIELDS = ("level_after_setup", "level_after_forward", "level_after_backward", "level_after_optimizer")
+BUDGET_EVAL_U64_FIELDS = ("eval_peak", "eval_reserved_peak", "eval_device_peak", "eval_forward", "eval_outputs",
+                          "ema_stored", "teacher_cache")
 
 _BUDGET_FIELDS: List[Tuple[str, Any]] = (
     [("struct_size", c_uint32), ("mode", c_int32), ("batch_size", c_int64), ("grad_accumulation", c_int64),
@@ -152,7 +154,12 @@ _BUDGET_FIELDS: List[Tuple[str, Any]] = (
     + [("batch_unit", ctypes.c_char * 16), ("batch_rule", c_int32), ("assumed_bounds", c_int32),
        ("batch_limit", c_int64)]
     # the step as people log it (issue 15): live bytes when the step leaves each phase
-    + [(name, c_uint64) for name in BUDGET_LEVEL_FIELDS])
+    + [(name, c_uint64) for name in BUDGET_LEVEL_FIELDS]
+    # evaluation inside training and the teacher output cache (issue 15): the evaluation's batch
+    # (0: none), then bytes, then live bytes per category at the evaluation's peak
+    + [("eval_batch", c_int64)]
+    + [(name, c_uint64) for name in BUDGET_EVAL_U64_FIELDS]
+    + [("eval_at_peak", c_uint64 * CAT_COUNT)])
 
 # mb_batch_rule, by value
 BATCH_RULES = ("plain", "per_sample", "largest", "quantile")
