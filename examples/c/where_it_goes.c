@@ -106,13 +106,15 @@ static int print_top(const mb_modules *mods) {
     char h[32];
     /* module: NULL for no module (optimizer states, the batch, ...), "" for the model's root */
     const char *module = !t.module ? "-" : *t.module ? t.module : "(root)";
-    printf("  %16llu  %10s  %-12s %-9s %-16s %s\n", (unsigned long long)t.bytes, human(h, t.bytes),
+    printf("  %12llu  %10s  %-12s %-9s %-10s %s\n", (unsigned long long)t.bytes, human(h, t.bytes),
            mb_category_name(t.category), mb_phase_name(t.phase), module, t.tensor);
   }
   return 0;
 }
 
-/* Each advice line is the step simulated again with one change to the setup. */
+/* Each advice line is the step simulated again with one change to the setup: what it is, its
+ * device peak at the baseline's batch (or a smaller micro-batch) and the largest batch that fits
+ * with it, the `membudget estimate` flags that make the change, and a note when there is one. */
 static int print_advice(const mb_advice *adv, const mb_budget *b) {
   const char *reason = "";
   int due = mb_advice_due(b, &reason);
@@ -124,11 +126,13 @@ static int print_advice(const mb_advice *adv, const mb_budget *b) {
     int st = mb_advice_get(adv, i, &l);
     if (st != MB_OK) return failed("mb_advice_get", st, "");
     char h[32];
-    printf("  %-17s %10s at batch %lld", mb_advice_kind_name(l.kind), human(h, l.device_peak),
-           (long long)l.batch_size);
-    if (l.grad_accumulation > 1) printf(" x %lld", (long long)l.grad_accumulation);
-    if (l.solved_batch >= 0) printf(", largest batch %lld", (long long)l.solved_batch);
-    printf("  %s%s: %s\n", l.what_if ? "what-if: " : "", l.title, l.flags);
+    printf("  %s: %s%s\n", mb_advice_kind_name(l.kind), l.what_if ? "what-if: " : "", l.title);
+    printf("    device peak %s at batch %lld", human(h, l.device_peak), (long long)l.batch_size);
+    if (l.grad_accumulation > 1) printf(" x %lld steps", (long long)l.grad_accumulation);
+    if (l.solved_batch > 0) printf("; largest batch that fits %lld", (long long)l.solved_batch);
+    else if (l.solved_batch == 0) printf("; no batch fits"); /* -1: no device memory */
+    printf("\n    %s\n", l.flags);
+    if (*l.note) printf("    note: %s\n", l.note);
   }
   return 0;
 }

@@ -89,15 +89,19 @@ def check(example, cli, model, gpu, tmp):
         assert (int(m.group(1)), m.group(2), m.group(3), m.group(4), m.group(5)) == \
             (t["bytes"], t["category"], t["phase"], module, t["tensor"]), (row, t)
 
-    # advice: the same kinds in the same order, each at the same device peak and largest batch
+    # advice: the same kinds in the same order, each at the same device peak and largest batch,
+    # with the same flags
     rows = section(lines, "advice (")
     advice = doc["advice"]["lines"]
     assert advice, "resnet18 on an H100 has advice lines"
-    assert [r.split()[0] for r in rows] == [a["kind"] for a in advice], (rows, advice)
-    for row, a in zip(rows, advice):
-        assert f" {human(a['device_peak'])} at batch {a['batch_size']}" in row, (row, a)
-        assert f"largest batch {a['solved_batch']} " in row, (row, a)
-        assert row.endswith(a["command"]), (row, a)
+    starts = [i for i, r in enumerate(rows) if not r.startswith("    ")]
+    assert [rows[i].split(":")[0].strip() for i in starts] == [a["kind"] for a in advice], rows
+    for i, a in zip(starts, advice):
+        assert rows[i].endswith(a["title"]), (rows[i], a)
+        assert rows[i + 1].startswith(f"    device peak {human(a['device_peak'])} at batch "
+                                      f"{a['batch_size']}"), (rows[i + 1], a)
+        assert f"largest batch that fits {a['solved_batch']}" in rows[i + 1], (rows[i + 1], a)
+        assert rows[i + 2] == "    " + a["command"], (rows[i + 2], a)
 
     root = ET.parse(svg_path).getroot()
     assert root.tag == "{http://www.w3.org/2000/svg}svg", root.tag
