@@ -43,7 +43,7 @@ static int failed(const char *what, int status, const char *message) {
  * loop logs them: torch.cuda.memory_allocated() between the phases, the peaks inside them. */
 static void print_peaks(const mb_budget *b) {
   char h[32], h2[32];
-  printf("\npeaks                          bytes\n");
+  printf("\npeaks (bytes):\n");
   printf("  allocated peak   %16llu  %10s  torch.cuda.max_memory_allocated()\n",
          (unsigned long long)b->allocated_peak, human(h, b->allocated_peak));
   printf("  reserved peak    %16llu  %10s  torch.cuda.max_memory_reserved()\n",
