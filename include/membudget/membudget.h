@@ -246,7 +246,8 @@ MB_API int mb_setup_set_dim(mb_setup *setup, const char *name, int64_t value);
 /* The batch size: it binds the batch dim, which is the dim named by mb_setup_set_batch_dim()
  * or else found automatically (the symbolic dim on axis 0 of the graph inputs). If every
  * input is static, axis 0 of each input is taken as the batch axis, and mb_shapes_note()
- * says so. An explicit mb_setup_set_dim() of the same name wins. */
+ * says so. An explicit mb_setup_set_dim() of the same name wins. batch 0 takes a batch size
+ * back (none set: mb_estimate solves for it). */
 MB_API int mb_setup_set_batch(mb_setup *setup, int64_t batch);
 MB_API int mb_setup_set_batch_dim(mb_setup *setup, const char *name);
 
@@ -338,11 +339,12 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
  * batch size that fits the device is found by bisection. docs/estimate.md has the model. */
 
 /* Training-setup options by name; the CLI's flags and the Python keywords map onto these.
- *   optimizer         sgd | sgd-momentum | adam | adamw | adam-amsgrad | adamw-amsgrad |
+ *   optimizer         sgd | sgd-momentum (or momentum) | adam | adamw | adam-amsgrad | adamw-amsgrad |
  *                     adamw-8bit | adafactor | lion | rmsprop | adagrad        (default adamw)
  *   precision         fp32 | amp-fp16 | amp-bf16 | fp16 | bf16                 (default fp32)
  *   master_weights    0 | 1: fp32 master weights for fp16/bf16 training        (default 0)
- *   attention         fused | eager                                            (default fused)
+ *   attention         auto | fused | eager: auto runs attention as the graph shows it (an
+ *                     SDPA op or a fused pattern fused, MatMul-Softmax-MatMul eager)  (default auto)
  *   loss              auto | ce | mse | none                                   (default auto)
  *   ema               0 | 1: an exponential-moving-average copy of the model   (default 0)
  *   teacher_offload   0 | 1: teacher weights on the CPU, one layer resident    (default 0)
@@ -396,7 +398,7 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
  * training"):
  *   eval_batch        N | train: after each step, a no-grad forward of the model in eval mode
  *                     (dropout off, BatchNorm on running statistics) at batch N, or at the
- *                     training batch; "" or 0: no evaluation phase                (default "")
+ *                     training batch; "", "none" or 0: no evaluation phase        (default "")
  *   zero_grad         none | zero | none-at-start: optimizer.zero_grad() after the step with
  *                     set_to_none (evaluation without .grad), set_to_none=False (.grad never
  *                     freed: through every step and the evaluation), or set_to_none at the start
@@ -406,6 +408,15 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
  *   eval_keep_outputs K: the evaluation keeps K batches of outputs alive       (default 0)
  *   teacher_cache     N: N batches of the teacher's outputs stay on the device (needs a
  *                     teacher)                                                 (default 0)
+ * Where the memory goes and what would make it fit (mb_estimate_json; mb_modules_create and
+ * mb_advise take their own arguments):
+ *   by_module         0 | 1: add the module tree ("modules") to the JSON            (default 0)
+ *   module_depth      N: the deepest level of the tree written; 0 every level       (default 0)
+ *   top               N: the N largest tensors alive at the allocated peak ("top")  (default 0)
+ *   advise            never | auto | always: "advice" in the JSON; auto when the budget does
+ *                     not fit or a given batch is within 10% of the usable memory (default never)
+ *   advise_trainable  GLOB: what the freezing what-if trains (default LoRA adapters, else the
+ *                     last module with parameters)
  * Measured mode (mb_measure_*) only:
  *   cuda_device       the CUDA device ordinal to measure                       (default 0)
  *   cuda_runtime      path or file name of libcudart      (default: libcudart.so.13, .12, ...)
@@ -502,7 +513,10 @@ typedef struct mb_budget {
   int32_t mode;                  /* mb_mode */
   int64_t batch_size;            /* solved, or the one asked for (the micro-batch) */
   int64_t grad_accumulation;     /* effective batch = batch_size x grad_accumulation */
-  int32_t fits;                  /* 1 when device_peak <= usable_memory */
+  int32_t fits;                  /* 1 when the device peak (the larger of device_peak and
+                                  * eval_device_peak) is at most usable_memory and every request
+                                  * found room on the device (allocator_ooms == 0); 0 when not;
+                                  * -1 without a device memory */
   int32_t solved;                /* 1 when batch_size came from the search */
   int32_t peak_phase;            /* mb_phase of the allocated peak */
   int32_t reserved_;
@@ -527,7 +541,9 @@ typedef struct mb_budget {
   uint64_t device_peak;          /* what nvidia-smi shows: reserved + context */
   uint64_t device_memory;
   uint64_t usable_memory;        /* utilization x device_memory */
-  int64_t available;             /* usable_memory - device_peak (negative: short by) */
+  int64_t available;             /* usable_memory - the device peak (the larger of device_peak
+                                  * and eval_device_peak; negative: short by; usable_memory is 0
+                                  * without a device memory) */
   uint64_t at_peak[MB_CAT_COUNT];/* live bytes per mb_category at the allocated peak */
   /* Measured mode only (mode == MB_MODE_MEASURED; 0 in static mode). There allocated_peak,
    * reserved_peak and fragmentation come from the step replayed on the device, context is this

@@ -133,11 +133,11 @@ MB_API int mb_setup_set_dim(mb_setup *s, const char *name, int64_t value) {
 
 MB_API int mb_setup_set_batch(mb_setup *s, int64_t batch) {
   if (!s) return MB_E_INVALID_ARG;
-  if (batch < 1) {
-    snprintf(s->errmsg, sizeof s->errmsg, "the batch size must be at least 1");
+  if (batch < 0) {
+    snprintf(s->errmsg, sizeof s->errmsg, "the batch size must be at least 1 (0: none, solve for it)");
     return MB_E_INVALID_ARG;
   }
-  s->batch = batch;
+  s->batch = batch ? batch : -1; /* 0 takes a batch size back: mb_estimate solves again */
   return MB_OK;
 }
 

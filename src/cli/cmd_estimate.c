@@ -69,11 +69,14 @@ static void print_assumed_of(mb_setup *s, const mb_model *m, const char *who, in
   mb_shapes_free(sh);
 }
 
+/* Shapes at the budget's batch size; a solved batch is taken back afterwards, so that what is
+ * printed next (the module tree, the advice) still sees a solved budget. */
 static void print_assumed(mb_setup *s, const mb_model *m, const mb_model *teacher, const mb_budget *b) {
   if (!b->assumed_bounds || mb_setup_set_batch(s, b->batch_size) != MB_OK) return;
   int header = 0;
   print_assumed_of(s, m, "", &header);
   print_assumed_of(s, teacher, "teacher: ", &header);
+  if (b->solved) mb_setup_set_batch(s, 0);
 }
 
 static void print_human(const char *path, const mb_model *m, const mb_model *teacher, mb_setup *s,

@@ -204,6 +204,20 @@ def test_table_matches_json(cli):
         assert ("yes" if line["fits"] else "no") in row.split()
 
 
+def test_table_of_a_solved_batch_with_assumed_bounds(cli):
+    """Printing the assumed bounds binds the solved batch for their shapes: the advice after
+    them must still see a solved budget (no gradient-accumulation line), as the JSON does."""
+    args = [MODELS / "gnn" / "gcn.dynamo.onnx", "--gpu", "t4", "--per-sample", "nodes=37,edges=120", "--advise"]
+    d = doc(cli, *args)
+    assert d["budget"]["solved"] and d["budget"]["assumed_bounds"]
+    table = run(cli, "estimate", *args, check=0).stdout
+    section = table[table.index("what would make"):]
+    for line in d["advice"]["lines"]:
+        assert line["command"] in section
+    assert "grad-accumulation" not in section
+    assert {line["kind"] for line in d["advice"]["lines"]} == {"freeze", "precision"}
+
+
 def test_without_a_device(cli):
     """No device memory: no line fits or solves; the peaks still compare."""
     d = doc(cli, MODELS / "unet_like.onnx", "--batch", "8", "--advise", check=0)
