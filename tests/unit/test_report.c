@@ -169,7 +169,32 @@ static void test_bad_arguments(void) {
   CHECK(mb_struct_size(MB_STRUCT_ADVICE_LINE) == sizeof(mb_advice_line));
 }
 
+/* A batch size given and taken back (0): the estimate reports it, then solves again, to the
+ * same batch as a setup that never had one. */
+static void test_batch_taken_back(void) {
+  mb_model *m = load("resnet18.onnx");
+  CHECK(m != NULL);
+  if (!m) return;
+  mb_setup *s = NULL, *fresh = NULL;
+  mb_setup_create(&s);
+  mb_setup_create(&fresh);
+  CHECK(mb_setup_set(s, "gpu", "t4") == MB_OK && mb_setup_set(fresh, "gpu", "t4") == MB_OK);
+  mb_budget given = {.struct_size = sizeof given}, back = given, never = given;
+  CHECK(mb_setup_set_batch(s, 8) == MB_OK);
+  CHECK(mb_estimate(m, s, &given) == MB_OK);
+  CHECK(given.solved == 0 && given.batch_size == 8);
+  CHECK(mb_setup_set_batch(s, 0) == MB_OK);
+  CHECK(mb_estimate(m, s, &back) == MB_OK);
+  CHECK(mb_estimate(m, fresh, &never) == MB_OK);
+  CHECK(back.solved == 1 && never.solved == 1 && back.batch_size == never.batch_size && back.batch_size > 8);
+  CHECK(mb_setup_set_batch(s, -1) == MB_E_INVALID_ARG);
+  mb_setup_free(s);
+  mb_setup_free(fresh);
+  mb_model_free(m);
+}
+
 int main(void) {
+  test_batch_taken_back();
   test_tree();
   test_advice();
   test_bad_arguments();
