@@ -4,7 +4,12 @@ paper's formulas (issue 18 item 4, the reference half). docs/deepspeed.md explai
 
     DS_BUILD_OPS=0 bench/truth/.venv2/bin/pip install deepspeed==0.19.8   # once
     bench/truth/.venv2/bin/python bench/deepspeed/ds_reference.py \
-        [--cli build/release/membudget] [--out bench/deepspeed/results.json]
+        [--cli build/release/membudget] [--out bench/deepspeed/results.json] [--doc docs/deepspeed.md]
+    python3 bench/deepspeed/ds_reference.py --from-json --doc docs/deepspeed.md   # tables only
+
+--doc rewrites the tables of docs/deepspeed.md between its markers from the results; with
+--from-json the results are read from --out instead of recomputed (no deepspeed needed), e.g.
+after the membudget_gpu_bytes fields have been filled in.
 
 No GPU is needed: DeepSpeed's estimators are arithmetic on two counts (total parameters and the
 largest module's own parameters), and DeepSpeed falls back to its CPU accelerator at import.
@@ -188,13 +193,94 @@ def paper_rows(model, total, nodes, gpn):
     return rows
 
 
+BEGIN = "<!-- ds_reference.py tables begin -->"
+END = "<!-- ds_reference.py tables end -->"
+CONFIGS = [  # the table rows of each world size: (stage, offload, DeepSpeed row key, paper stage)
+    ("none (DDP)", "-", None, 0),
+    ("ZeRO-1", "none", None, 1),
+    ("ZeRO-2", "none", (2, "none", None), 2),
+    ("ZeRO-2", "optimizer cpu", (2, "cpu", None), None),
+    ("ZeRO-3", "none", (3, "none", "none"), 3),
+    ("ZeRO-3", "optimizer cpu", (3, "cpu", "none"), None),
+    ("ZeRO-3", "optimizer + param cpu", (3, "cpu", "cpu"), None),
+]
+
+
+def g(x):
+    return "%.2f" % (x / 2**30)
+
+
+def tables(res):
+    out = []
+    by = collections.defaultdict(dict)
+    for r in res["rows"]:
+        by[(r["model"], r["world_size"])][(r["source"], r["stage"], r["offload_optimizer"], r["offload_param"],
+                                           r["zero_init"])] = r
+    for m in res["models"]:
+        out.append("### %s\n" % m["name"])
+        out.append("Parameters %s; largest layer (DeepSpeed's definition) `%s` = %s parameters "
+                   "(largest_layer_memory = 4 x that = %s GiB); DeepSpeed input: %s.\n"
+                   % (format(m["total_params"], ","), m["largest_layer_module"],
+                      format(m["largest_layer_params"], ","), g(4 * m["largest_layer_params"]),
+                      "`*_all_live` on the zoo's PyTorch module" if m["deepspeed_input"] == "live"
+                      else "`*_all_cold` with these two counts"))
+        out.append("| GPUs (nodes x per node) | stage | offload | DeepSpeed GPU GiB | paper GPU GiB "
+                   "| membudget GPU GiB (to be filled) | DeepSpeed host GiB per node (zero_init=1 / 0) |")
+        out.append("|---|---|---|---:|---:|---:|---:|")
+        for t in res["topologies"]:
+            rows = by[(m["name"], t["world_size"])]
+            for stage_s, off_s, ds, paper in CONFIGS:
+                topo = "%d (%dx%d)" % (t["world_size"], t["num_nodes"], t["num_gpus_per_node"])
+                dsg = host = "-"
+                mb = None
+                if ds is not None:
+                    st, oo, op = ds
+                    if st == 2:
+                        r = rows[("deepspeed", 2, oo, None, None)]
+                        host = g(r["cpu_bytes_per_node"])
+                    else:
+                        r = rows[("deepspeed", 3, oo, op, 1)]
+                        r0 = rows[("deepspeed", 3, oo, op, 0)]
+                        assert r0["gpu_bytes"] == r["gpu_bytes"]
+                        host = "%s / %s" % (g(r["cpu_bytes_per_node"]), g(r0["cpu_bytes_per_node"]))
+                    dsg = g(r["gpu_bytes"])
+                    mb = r["membudget_gpu_bytes"]
+                elif stage_s == "ZeRO-1":
+                    dsg = "no function"
+                pg = "-"
+                if paper is not None:
+                    p = rows[("zero_paper", paper, "none", "none", None)]
+                    pg = g(p["gpu_bytes"])
+                    if ds is None:
+                        mb = p["membudget_gpu_bytes"]
+                mbs = "_to be filled_" if mb is None else g(mb)
+                out.append("| %s | %s | %s | %s | %s | %s | %s |" % (topo, stage_s, off_s, dsg, pg, mbs, host))
+        out.append("")
+    return "\n".join(out)
+
+
+def write_doc(path, res):
+    text = open(path).read()
+    a, b = text.index(BEGIN), text.index(END)
+    text = text[:a + len(BEGIN)] + "\n" + tables(res) + "\n" + text[b:]
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cli", default=os.path.join(ROOT, "build", "release", "membudget"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "deepspeed", "results.json"))
     ap.add_argument("--cold-only", action="store_true",
                     help="do not build the zoo's PyTorch modules; feed membudget's counts to *_all_cold")
+    ap.add_argument("--doc", help="rewrite the tables of this markdown file (docs/deepspeed.md)")
+    ap.add_argument("--from-json", action="store_true", help="read --out instead of recomputing it")
     a = ap.parse_args()
+
+    if a.from_json:
+        if a.doc:
+            write_doc(a.doc, json.load(open(a.out)))
+        return 0
 
     import deepspeed
     import torch
@@ -273,6 +359,8 @@ def main():
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
+    if a.doc:
+        write_doc(a.doc, out)
     print("wrote %s: %d models, %d rows (deepspeed %s, torch %s)"
           % (os.path.relpath(a.out, ROOT), len(models), len(rows), deepspeed.__version__, torch.__version__))
 
