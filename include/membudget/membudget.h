@@ -417,6 +417,14 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
  *                     not fit or a given batch is within 10% of the usable memory (default never)
  *   advise_trainable  GLOB: what the freezing what-if trains (default LoRA adapters, else the
  *                     last module with parameters)
+ * Several GPUs: the budget is one rank's at its own batch size (docs/distributed.md):
+ *   world_size        N ranks                                                   (default 1)
+ *   strategy          none | ddp | fsdp                                         (default none)
+ *   gradient_as_bucket_view 0 | 1: DDP's .grad tensors are views of its buckets (default 0)
+ *   bucket_cap_mb     DDP's bucket size in MiB (the first bucket: 1 MiB)        (default 25)
+ *   fsdp_sharding     full_shard | shard_grad_op | no_shard | hybrid_shard      (default full_shard)
+ *   fsdp_wrap         GLOB on module paths: a unit per module it names; adds one, "" clears
+ *   gpus_per_node     N: hybrid_shard's shard group                             (default 8)
  * Measured mode (mb_measure_*) only:
  *   cuda_device       the CUDA device ordinal to measure                       (default 0)
  *   cuda_runtime      path or file name of libcudart      (default: libcudart.so.13, .12, ...)

@@ -109,6 +109,25 @@ static void json_batching_setup(mb_strbuf *sb, const mb_setup *s) {
   mb_sb_printf(sb, ",\n    \"graph_batches\": %lld,\n", (long long)(b->batches > 0 ? b->batches : 1000));
 }
 
+/* Several ranks: the budget is one rank's, at its own batch size (docs/distributed.md). */
+static void json_dist(mb_strbuf *sb, const mb_dist_opts *o) {
+  static const char *const strategies[] = {"none", "ddp", "fsdp"};
+  static const char *const shardings[] = {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard"};
+  mb_sb_printf(sb, "    \"world_size\": %d,\n    \"strategy\": \"%s\",\n    \"shards\": %d,\n", (int)o->world_size,
+               strategies[o->strategy % 3], (int)mb_dist_shards(o));
+  if (o->strategy == MB_STRATEGY_DDP)
+    mb_sb_printf(sb, "    \"gradient_as_bucket_view\": %s,\n    \"bucket_cap_mb\": %llu,\n",
+                 o->bucket_view ? "true" : "false", (unsigned long long)(o->bucket_cap >> 20));
+  if (o->strategy == MB_STRATEGY_FSDP) {
+    mb_sb_printf(sb, "    \"fsdp_sharding\": \"%s\",\n    \"fsdp_wrap\": [", shardings[o->sharding & 3]);
+    for (size_t i = 0; i < o->n_wrap; i++) {
+      if (i) mb_sb_puts(sb, ", ");
+      mb_sb_json_str(sb, o->wrap[i]);
+    }
+    mb_sb_puts(sb, "],\n");
+  }
+}
+
 static void json_setup(mb_strbuf *sb, const mb_setup *s, const mb_plan *p) {
   const mb_train *tr = &s->train;
   static const char *const losses[] = {"auto", "ce", "mse", "none"};
@@ -128,7 +147,9 @@ static void json_setup(mb_strbuf *sb, const mb_setup *s, const mb_plan *p) {
     if (i) mb_sb_puts(sb, ", ");
     mb_sb_json_str(sb, tr->checkpoint[i]);
   }
-  mb_sb_puts(sb, "],\n    \"gpu\": ");
+  mb_sb_puts(sb, "],\n");
+  json_dist(sb, &tr->dist);
+  mb_sb_puts(sb, "    \"gpu\": ");
   if (tr->gpu) mb_sb_json_str(sb, tr->gpu);
   else mb_sb_puts(sb, "null");
   mb_sb_printf(sb, ",\n    \"utilization\": %.6g,\n    \"fragmentation\": %.6g,\n", tr->utilization, tr->fragmentation);

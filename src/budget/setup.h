@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include "graph/graph.h"
 #include "membudget/membudget.h"
+#include "sim/dist.h"
 #include "util/arena.h"
 #include "util/diag.h"
 
@@ -63,6 +64,7 @@ typedef struct mb_train {
   const char *gpu;          /* table name, or NULL */
   const mb_model *teacher;
   mb_eval_opts eval;
+  mb_dist_opts dist;         /* several GPUs: what one rank holds (setup_dist.c) */
 } mb_train;
 
 /* The libraries measured mode loads at run time (src/cuda), in load order. */
@@ -147,6 +149,9 @@ void mb_setup_graphs_free(mb_setup *s);
 /* setup_eval.c: the keys eval_batch, zero_grad, ema_swap, eval_keep_outputs, teacher_cache.
  * Returns 1 and sets *rc when key is one of them, else 0. */
 int mb_setup_eval_option(mb_setup *s, const char *key, const char *value, int *rc);
+int mb_setup_dist_option(mb_setup *s, const char *key, const char *value, int *rc);
+void mb_setup_dist_defaults(mb_dist_opts *o);
+void mb_setup_dist_free(mb_dist_opts *o);
 /* The per-sample dims (per_sample's, then graph-size columns not among them): how many, the
  * index of a name (-1: not one), and their values for a batch of `batch` graphs under the
  * setup's rule (values: mb_setup_num_sample_dims entries). A batch larger than the graph-size

@@ -29,11 +29,14 @@ static const struct { const char *flag, *key; } value_flags[] = {
   {"--module-loading", "module_loading"},
   {"--eval-batch", "eval_batch"}, {"--eval-keep-outputs", "eval_keep_outputs"},
   {"--zero-grad", "zero_grad"}, {"--teacher-cache", "teacher_cache"},
+  {"--world-size", "world_size"}, {"--strategy", "strategy"}, {"--bucket-cap-mb", "bucket_cap_mb"},
+  {"--fsdp-sharding", "fsdp_sharding"}, {"--fsdp-wrap", "fsdp_wrap"}, {"--gpus-per-node", "gpus_per_node"},
 };
 /* Flags without a value that switch an option on. */
 static const struct { const char *flag, *key; } switch_flags[] = {
   {"--ema", "ema"}, {"--master-weights", "master_weights"}, {"--teacher-offload", "teacher_offload"},
   {"--accept-inference-graph", "accept_inference_graph"}, {"--ema-swap", "ema_swap"},
+  {"--gradient-as-bucket-view", "gradient_as_bucket_view"},
 };
 
 typedef struct row {

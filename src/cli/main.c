@@ -46,6 +46,8 @@ static const char USAGE[] =
   "           [--advise-trainable GLOB]\n"
   "           [--eval-batch N|train [--ema-swap] [--eval-keep-outputs K]]\n"
   "           [--zero-grad none|zero|none-at-start] [--teacher-cache N]\n"
+  "           [--world-size N --strategy ddp|fsdp [--gradient-as-bucket-view]\n"
+  "            [--bucket-cap-mb N] [--fsdp-wrap GLOB]... [--fsdp-sharding S]]\n"
   "      simulates one training step (forward, loss, backward, optimizer step) and\n"
   "      prints where the memory goes. Without --batch it solves for the largest batch\n"
   "      size whose device peak fits utilization x device memory (exit 3 if even the\n"

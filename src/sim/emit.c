@@ -489,7 +489,44 @@ static int batchnorm_counters(emitter *e) {
  * zero_grad(set_to_none=False) instead of freed. They exist before backward, which adds into
  * them (AccumulateGrad: variable_grad += new_grad). */
 static bool persistent_grads(const mb_train *tr) {
-  return tr->grad_accumulation > 1 || tr->eval.zero_grad == MB_ZERO_GRAD_ZERO;
+  return tr->grad_accumulation > 1 || tr->eval.zero_grad == MB_ZERO_GRAD_ZERO ||
+         (tr->dist.strategy == MB_STRATEGY_DDP && tr->dist.bucket_view);
+}
+
+/* Several ranks: what the budget does not model yet is refused, not estimated as one GPU. */
+static int dist_supported(const mb_builder *b) {
+  const mb_train *tr = b->tr;
+  if (tr->dist.strategy != MB_STRATEGY_FSDP || mb_dist_shards(&tr->dist) <= 1) return MB_OK;
+  const char *what = tr->grad_accumulation > 1 ? "grad_accumulation (no_sync)"
+                     : tr->eval.zero_grad == MB_ZERO_GRAD_ZERO ? "zero_grad zero"
+                     : tr->eval.batch ? "an evaluation (eval_batch)"
+                     : tr->ema ? "an EMA copy" : tr->master_weights ? "master weights" : NULL;
+  if (what) return mb_fail(b->d, MB_E_UNSUPPORTED, "strategy fsdp with %s is not modelled yet", what);
+  return MB_OK;
+}
+
+/* DDP's gradient buckets (dist.c), when the .grad tensors are not views of them. */
+static int ddp_buckets(emitter *e) {
+  mb_builder *b = e->b;
+  const mb_dist_opts *o = &b->tr->dist;
+  if (o->strategy != MB_STRATEGY_DDP || o->bucket_view) return MB_OK;
+  const mb_model_state *ms = &b->ms[0];
+  const mb_graph *g = ms->g;
+  uint64_t *bytes = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(uint64_t));
+  uint64_t *bucket = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(uint64_t));
+  if (!bytes || !bucket) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  size_t n = 0;
+  for (int32_t v = 0; v < g->n_values; v++)
+    if (ms->trainable_init[v]) bytes[n++] = dtype_bytes(ms->rt[v], g->inits[g->values[v].initializer].numel);
+  size_t k = mb_ddp_buckets(o, bytes, n, bucket);
+  for (size_t i = 0; i < k; i++)
+    if (fixed(e, 0, MB_CAT_GRADIENT, bucket[i], "DDP gradient bucket", 1) < 0) return b->d->status;
+  return MB_OK;
+}
+
+/* A rank's part of a parameter's elements (all of them unless FSDP shards it). */
+static uint64_t rank_numel(const mb_train *tr, const mb_const_tensor *ct) {
+  return (uint64_t)mb_dist_shard_numel(&tr->dist, ct->dims, ct->rank, ct->numel);
 }
 
 /* teacher_cache N: the N - 1 batches of teacher outputs cached by earlier steps (this step's
@@ -518,6 +555,17 @@ static int emit_setup(emitter *e, loss_state *ls) {
   const mb_train *tr = b->tr;
   mb_plan *p = b->p;
   int32_t n_fixed = p->n_slots;
+  if (dist_supported(b) != MB_OK) return b->d->status;
+  /* FSDP: a rank holds its shard of every parameter of the model */
+  if (mb_dist_shards(&tr->dist) > 1)
+    for (int32_t v = 0; v < b->ms[0].g->n_values; v++) {
+      const mb_graph *g0 = b->ms[0].g;
+      int32_t s = g0->values[v].kind == MB_VALUE_INITIALIZER ? b->ms[0].slot_of[v] : -1;
+      if (s < 0 || p->slots[s].rule != MB_SZ_FIXED ||
+          (p->slots[s].category != MB_CAT_PARAMETER && p->slots[s].category != MB_CAT_EMBEDDING))
+        continue;
+      p->slots[s].fixed = dtype_bytes(b->ms[0].rt[v], rank_numel(tr, &g0->inits[g0->values[v].initializer]));
+    }
   /* weights and buffers of both models, as bound by plan.c */
   for (int32_t s = 0; s < n_fixed; s++)
     if (p->slots[s].refs == MB_PERSISTENT && p->slots[s].category != MB_CAT_INPUT) ev(e, 1, p->slots[s].model, s, -1);
@@ -532,13 +580,17 @@ static int emit_setup(emitter *e, loss_state *ls) {
       e->owned_first[v] = p->n_slots;
       int state_bytes = tr->master_weights && b->pure ? 4 : mb_dtype_bits(dt) / 8;
       uint64_t st[4];
-      int n = mb_optim_states(tr->optimizer, ct->dims, ct->rank, ct->numel, state_bytes, st);
+      int64_t sdims[MB_MAX_RANK];
+      memcpy(sdims, ct->dims, (size_t)ct->rank * sizeof *sdims);
+      uint64_t numel = rank_numel(tr, ct);
+      if (ct->rank > 0 && numel != (uint64_t)ct->numel) sdims[0] = (int64_t)(numel / (uint64_t)(ct->numel / ct->dims[0]));
+      int n = mb_optim_states(tr->optimizer, sdims, ct->rank, (int64_t)numel, state_bytes, st);
       for (int k = 0; k < n; k++)
         if (fixed(e, 0, MB_CAT_OPTIMIZER, st[k], "optimizer state", 1) < 0) return b->d->status;
-      if (tr->master_weights && b->pure && fixed(e, 0, MB_CAT_MASTER, ct->numel * 4, "fp32 master weight", 1) < 0)
+      if (tr->master_weights && b->pure && fixed(e, 0, MB_CAT_MASTER, numel * 4, "fp32 master weight", 1) < 0)
         return b->d->status;
       if (persistent_grads(tr)) {
-        int32_t s = fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, ct->numel), ct->name, 1);
+        int32_t s = fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, numel), ct->name, 1);
         if (s < 0) return b->d->status;
         e->pgrad[v] = s;
       }
@@ -548,6 +600,7 @@ static int emit_setup(emitter *e, loss_state *ls) {
         fixed(e, 0, MB_CAT_EMA, dtype_bytes(dt, ct->numel), "EMA copy", 1) < 0)
       return b->d->status;
   }
+  if (ddp_buckets(e) != MB_OK) return b->d->status;
   /* torch.optim's step counters: a 4-byte tensor per parameter, on the CPU unless the step is
    * capturable or fused, so device memory only when the model trains on the CPU */
   if (tr->cpu && mb_optim_get(tr->optimizer)->step_tensor)
@@ -613,7 +666,7 @@ static int emit_optimizer(emitter *e) {
     int32_t n = 0;
     for (int32_t v = 0; v < g->n_values; v++) {
       if (!ms->trainable_init[v] || !e->reached[v] || ms->rt[v] != dtypes[k]) continue;
-      uint64_t numel = g->inits[g->values[v].initializer].numel;
+      uint64_t numel = rank_numel(tr, &g->inits[g->values[v].initializer]);
       int32_t sdt = master ? MB_DTYPE_FLOAT : ms->rt[v];
       if (numel > largest) {
         largest = numel;

@@ -1,0 +1,327 @@
+/* One rank of data-parallel training (sim/dist.h): the sizes of sharded states, DDP's gradient
+ * buckets, and FSDP's per-unit gathers and reduce-scatters woven into the step's events.
+ *
+ * FSDP follows torch.distributed.fsdp.fully_shard (FSDP2, torch 2.x
+ * torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py and _fsdp_collectives.py):
+ * - every parameter of a unit is sharded on dim 0, padded to a multiple of the shard count
+ *   (FSDPParam._init_sharded_param): a rank holds ceil(dim0 / N) rows;
+ * - before a unit runs, foreach_all_gather allocates one output of the unit's padded size,
+ *   foreach_all_gather_copy_out copies it into each parameter's unsharded storage, and the
+ *   output is freed: a transient of twice the unit;
+ * - FULL_SHARD frees the unsharded storages after the unit's forward (reshard_after_forward)
+ *   and gathers again for its backward, where the next unit's gather is prefetched; the root
+ *   unit is not resharded after forward (it runs backward last);
+ * - after a unit's backward, foreach_reduce copies the unsharded gradients into one
+ *   reduce-scatter input of the unit's size, the gradients go, and the reduce-scatter output
+ *   (the unit's size / N) holds the sharded .grad tensors until zero_grad.
+ * DDP (torch/csrc/distributed/c10d/reducer.cpp, Reducer::initialize_buckets) allocates one flat
+ * tensor per bucket at construction, filled in reverse parameter order, the first bucket
+ * closed at 1 MiB and the others at bucket_cap_mb; with gradient_as_bucket_view the .grad
+ * tensors are views of them, else autograd's .grad are copied in and out. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx/dtype.h"
+#include "onnx/origin.h"
+#include "sim/build.h"
+#include "util/glob.h"
+
+int64_t mb_dist_shard_numel(const mb_dist_opts *o, const int64_t *dims, int rank, int64_t numel) {
+  int32_t n = mb_dist_shards(o);
+  if (n <= 1 || rank < 1 || dims[0] <= 0) return numel;
+  int64_t rest = numel / dims[0];
+  return (dims[0] + n - 1) / n * rest;
+}
+
+size_t mb_ddp_buckets(const mb_dist_opts *o, const uint64_t *grad_bytes, size_t n, uint64_t *out) {
+  const uint64_t first = 1u << 20;
+  size_t k = 0;
+  uint64_t open = 0;
+  for (size_t i = n; i-- > 0;) { /* reverse parameter order */
+    open += grad_bytes[i];
+    if (open >= (k == 0 ? first : o->bucket_cap)) {
+      out[k++] = open;
+      open = 0;
+    }
+  }
+  if (open) out[k++] = open;
+  return k;
+}
+
+/* ---- FSDP units ---- */
+
+/* The outermost module of a dotted path (a parameter's module, or a node's) that a wrap glob
+ * names; its length in path, 0 for none (the root unit). */
+static size_t wrapped_prefix(const mb_dist_opts *o, const char *path) {
+  size_t len = strlen(path);
+  char buf[512];
+  for (size_t i = 1; i <= len && i < sizeof buf; i++) {
+    if (path[i] != '.' && path[i] != '\0') continue;
+    memcpy(buf, path, i);
+    buf[i] = '\0';
+    for (size_t k = 0; k < o->n_wrap; k++)
+      if (mb_glob_match(o->wrap[k], buf)) return i;
+  }
+  return 0;
+}
+
+typedef struct units {
+  char **name;          /* dotted module path; [0] "" the root */
+  int32_t n, cap;
+  uint64_t *bytes;      /* unsharded parameter bytes */
+  uint64_t *shard;      /* a rank's shard of them: each parameter's dim 0 padded */
+  uint64_t *grad_shard; /* the shard of those that train */
+} units;
+
+static int32_t unit_of(mb_builder *b, units *u, const char *path, size_t len) {
+  if (!len) return 0;
+  for (int32_t i = 1; i < u->n; i++)
+    if (strlen(u->name[i]) == len && !strncmp(u->name[i], path, len)) return i;
+  if (u->n == u->cap) return -1;
+  char *s = mb_arena_alloc(&b->a, len + 1);
+  if (!s) return -1;
+  memcpy(s, path, len);
+  s[len] = '\0';
+  u->name[u->n] = s;
+  return u->n++;
+}
+
+static int32_t unit_of_node(mb_builder *b, units *u, const mb_node *n) {
+  const char *scope = n->origin.scope;
+  if (!scope || scope[0] != '/') return 0;
+  const char *end = strrchr(scope, '/');
+  char dotted[512];
+  if (!mb_origin_module_of_scope(scope, (size_t)(end - scope), dotted, sizeof dotted)) return 0;
+  return unit_of(b, u, dotted, wrapped_prefix(&b->tr->dist, dotted));
+}
+
+/* A parameter's unit: by its name's module path when a glob names one, else the unit of the
+ * first node that reads it. */
+static int32_t unit_of_param(mb_builder *b, units *u, int32_t v, const int32_t *node_unit) {
+  const mb_graph *g = b->ms[0].g;
+  const char *name = g->inits[g->values[v].initializer].name;
+  const char *dot = name ? strrchr(name, '.') : NULL;
+  if (dot) {
+    char path[512];
+    size_t len = (size_t)(dot - name) < sizeof path - 1 ? (size_t)(dot - name) : sizeof path - 1;
+    memcpy(path, name, len);
+    path[len] = '\0';
+    size_t w = wrapped_prefix(&b->tr->dist, path);
+    if (w) return unit_of(b, u, path, w);
+  }
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    for (int32_t i = 0; i < g->nodes[k].n_inputs; i++)
+      if (g->nodes[k].inputs[i] == v) return node_unit[k];
+  return 0;
+}
+
+/* An event to weave in before (pos 2i) or after (pos 2i + 1) event i of the step. */
+typedef struct insert {
+  int64_t pos;
+  int32_t seq;
+  mb_event_rec ev;
+} insert;
+
+typedef struct weave {
+  insert *at;
+  int32_t n, cap;
+} weave;
+
+static int add(mb_builder *b, weave *w, int64_t pos, int alloc, int phase, int32_t slot) {
+  if (w->n == w->cap) {
+    int32_t cap = w->cap ? w->cap * 2 : 256;
+    insert *grown = realloc(w->at, (size_t)cap * sizeof *grown);
+    if (!grown) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+    w->at = grown;
+    w->cap = cap;
+  }
+  w->at[w->n] = (insert){pos, w->n, {(uint8_t)alloc, (uint8_t)phase, 0, slot, -1}};
+  w->n++;
+  return MB_OK;
+}
+
+static int by_pos(const void *x, const void *y) {
+  const insert *a = x, *b = y;
+  if (a->pos != b->pos) return a->pos < b->pos ? -1 : 1;
+  return (a->seq > b->seq) - (a->seq < b->seq);
+}
+
+static int32_t fixed_slot(mb_builder *b, int cat, uint64_t bytes, const char *name) {
+  int32_t s = mb_slot_new(b, 0, MB_SZ_FIXED, cat, -1, 0, name);
+  if (s >= 0) b->p->slots[s].fixed = bytes;
+  return s;
+}
+
+/* The unit's parameters gathered before pos: the all-gather output, the unsharded storages it
+ * is copied into, the output freed. Returns the unsharded slot. */
+static int32_t gather(mb_builder *b, weave *w, int64_t pos, int phase, const units *u, int32_t k,
+                      const char *name) {
+  uint64_t bytes = u->bytes[k];
+  int32_t out = fixed_slot(b, MB_CAT_TEMPORARY, u->shard[k] * (uint64_t)mb_dist_shards(&b->tr->dist),
+                           "FSDP all-gather output");
+  int32_t full = fixed_slot(b, MB_CAT_PARAMETER, bytes, name);
+  if (out < 0 || full < 0) return -1;
+  if (add(b, w, pos, 1, phase, out) || add(b, w, pos, 1, phase, full) || add(b, w, pos, 0, phase, out)) return -1;
+  return full;
+}
+
+int mb_dist_fsdp_events(mb_builder *b) {
+  const mb_dist_opts *o = &b->tr->dist;
+  int32_t shards = mb_dist_shards(o);
+  if (o->strategy != MB_STRATEGY_FSDP || shards <= 1) return MB_OK;
+  mb_plan *p = b->p;
+  mb_model_state *ms = &b->ms[0];
+  const mb_graph *g = ms->g;
+  units u = {0};
+  u.cap = g->n_nodes + 2;
+  u.name = mb_arena_array(&b->a, (size_t)u.cap, sizeof(char *));
+  int32_t *node_unit = mb_arena_array(&b->a, (size_t)g->n_nodes + 1, sizeof(int32_t));
+  int32_t *value_unit = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(int32_t));
+  if (!u.name || !node_unit || !value_unit) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  u.name[u.n++] = "";
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    if ((node_unit[k] = unit_of_node(b, &u, &g->nodes[k])) < 0) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  u.bytes = mb_arena_array(&b->a, (size_t)u.cap, sizeof(uint64_t));
+  u.shard = mb_arena_array(&b->a, (size_t)u.cap, sizeof(uint64_t));
+  u.grad_shard = mb_arena_array(&b->a, (size_t)u.cap, sizeof(uint64_t));
+  if (!u.bytes || !u.shard || !u.grad_shard) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  for (int32_t v = 0; v < g->n_values; v++) {
+    value_unit[v] = -1;
+    int32_t s = g->values[v].kind == MB_VALUE_INITIALIZER ? ms->slot_of[v] : -1;
+    if (s < 0 || p->slots[s].rule != MB_SZ_FIXED ||
+        (p->slots[s].category != MB_CAT_PARAMETER && p->slots[s].category != MB_CAT_EMBEDDING))
+      continue;
+    if ((value_unit[v] = unit_of_param(b, &u, v, node_unit)) < 0) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+    const mb_const_tensor *ct = &g->inits[g->values[v].initializer];
+    uint64_t full = 0, part = 0;
+    mb_dtype_bytes(ms->rt[v], (uint64_t)ct->numel, &full);
+    mb_dtype_bytes(ms->rt[v], (uint64_t)mb_dist_shard_numel(o, ct->dims, ct->rank, ct->numel), &part);
+    u.bytes[value_unit[v]] += full;
+    u.shard[value_unit[v]] += part;
+    if (ms->trainable_init[v]) u.grad_shard[value_unit[v]] += part;
+  }
+  /* where each unit runs: its first and last forward and backward events */
+  int32_t *first = mb_arena_array(&b->a, (size_t)u.n * 4, sizeof(int32_t));
+  if (!first) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  int32_t *last = first + u.n, *bfirst = first + 2 * u.n, *blast = first + 3 * u.n;
+  for (int32_t i = 0; i < 4 * u.n; i++) first[i] = -1;
+  int32_t fwd0 = -1, bwd_end = -1;
+  for (int32_t i = 0; i < p->n_ev; i++) {
+    const mb_event_rec *e = &p->ev[i];
+    if (e->phase == MB_PHASE_FORWARD && fwd0 < 0) fwd0 = i;
+    if (e->phase == MB_PHASE_BACKWARD) bwd_end = i;
+    if (e->model || e->node < 0 || e->node >= g->n_nodes) continue;
+    int32_t k = node_unit[e->node];
+    if (e->phase == MB_PHASE_FORWARD) {
+      if (first[k] < 0) first[k] = i;
+      last[k] = i;
+    } else if (e->phase == MB_PHASE_BACKWARD) {
+      if (bfirst[k] < 0) bfirst[k] = i;
+      blast[k] = i;
+    }
+  }
+  if (fwd0 < 0 || bwd_end < 0) return MB_OK; /* nothing trains: no step to shard */
+  weave w = {0};
+  int rc = MB_OK;
+  bool reshard = o->sharding != MB_FSDP_SHARD_GRAD_OP;
+  /* backward order of the units: by their first backward event */
+  int32_t *order = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));
+  int32_t n_order = 0;
+  if (!order) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  for (int32_t k = 1; k < u.n; k++)
+    if (bfirst[k] >= 0 && u.bytes[k]) order[n_order++] = k;
+  for (int32_t i = 1; i < n_order; i++) /* insertion sort: tens of units */
+    for (int32_t j = i; j > 0 && bfirst[order[j]] < bfirst[order[j - 1]]; j--) {
+      int32_t t = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = t;
+    }
+  /* the root: gathered when forward starts, resharded when backward ends */
+  int32_t root = u.bytes[0] ? gather(b, &w, 2 * (int64_t)fwd0, MB_PHASE_FORWARD, &u, 0, "FSDP unsharded parameters (root)") : -2;
+  if (root == -1) rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  for (int32_t k = 1; k < u.n && rc == MB_OK; k++) {
+    if (!u.bytes[k] || first[k] < 0) continue;
+    int32_t full = gather(b, &w, 2 * (int64_t)first[k], MB_PHASE_FORWARD, &u, k, "FSDP unsharded parameters");
+    if (full < 0) {
+      rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
+      break;
+    }
+    if (!reshard || bfirst[k] < 0) {
+      int64_t end = bfirst[k] >= 0 ? 2 * (int64_t)blast[k] + 1 : 2 * (int64_t)last[k] + 1;
+      rc = add(b, &w, end, 0, bfirst[k] >= 0 ? MB_PHASE_BACKWARD : MB_PHASE_FORWARD, full);
+      continue;
+    }
+    rc = add(b, &w, 2 * (int64_t)last[k] + 1, 0, MB_PHASE_FORWARD, full);
+  }
+  /* backward, in its order: each resharded unit gathered again when the unit before it starts
+   * its backward (the prefetch), right after that unit's own gather */
+  for (int32_t i = 0; i < n_order && rc == MB_OK && reshard; i++) {
+    int32_t k = order[i], at = bfirst[i ? order[i - 1] : k];
+    if (first[k] < 0) continue;
+    int32_t again = gather(b, &w, 2 * (int64_t)at, MB_PHASE_BACKWARD, &u, k, "FSDP unsharded parameters (backward)");
+    if (again < 0) {
+      rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
+      break;
+    }
+    rc = add(b, &w, 2 * (int64_t)blast[k] + 1, 0, MB_PHASE_BACKWARD, again);
+  }
+  /* reduce-scatter after each unit's backward (the root's when backward ends): the gradients
+   * copied into one input, freed, the sharded .grad allocated */
+  int32_t *grad_at = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));
+  bool *freed = mb_arena_array(&b->a, (size_t)p->n_slots + 1, sizeof(bool)); /* by the step itself */
+  if ((!grad_at || !freed) && rc == MB_OK) rc = mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++)
+    if (!p->ev[i].alloc) freed[p->ev[i].slot] = true;
+  for (int32_t k = 0; k < u.n && rc == MB_OK; k++) {
+    grad_at[k] = k == 0 || blast[k] < 0 ? bwd_end : blast[k];
+    if (!u.grad_shard[k]) continue;
+    int64_t pos = 2 * (int64_t)grad_at[k] + 1;
+    int32_t in = fixed_slot(b, MB_CAT_TEMPORARY, u.grad_shard[k] * (uint64_t)shards, "FSDP reduce-scatter input");
+    if (in < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, in)) {
+      rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
+      break;
+    }
+    /* the unit's unsharded .grad tensors go (each at the latest after it was made) */
+    for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++) {
+      const mb_event_rec *e = &p->ev[i];
+      const mb_slot *sl = &p->slots[e->slot];
+      if (!e->alloc || e->model || freed[e->slot] || sl->category != MB_CAT_GRADIENT || sl->rule != MB_SZ_VALUE)
+        continue;
+      /* a weight's .grad names the weight, or the view backward produced it for (a transposed
+       * Conv1D weight): then the unit of the node that made it */
+      int32_t owner = sl->ref >= 0 && sl->ref < g->n_values && value_unit[sl->ref] >= 0 ? value_unit[sl->ref]
+                      : e->node >= 0 && e->node < g->n_nodes                              ? node_unit[e->node]
+                                                                                          : 0;
+      if (owner != k) continue;
+      rc = add(b, &w, i > grad_at[k] ? 2 * (int64_t)i + 1 : pos, 0, MB_PHASE_BACKWARD, e->slot);
+    }
+    int32_t shard = fixed_slot(b, MB_CAT_GRADIENT, u.grad_shard[k], "FSDP sharded gradients");
+    if (shard < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, shard) || add(b, &w, pos, 0, MB_PHASE_BACKWARD, in)) {
+      rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
+      break;
+    }
+  }
+  if (rc == MB_OK && root >= 0) rc = add(b, &w, 2 * (int64_t)bwd_end + 1, 0, MB_PHASE_BACKWARD, root);
+  /* weave */
+  if (rc == MB_OK && w.n) {
+    qsort(w.at, (size_t)w.n, sizeof *w.at, by_pos);
+    int32_t n = p->n_ev + w.n;
+    mb_event_rec *ev = malloc((size_t)n * sizeof *ev);
+    if (!ev) {
+      rc = mb_fail(b->d, MB_E_NOMEM, "out of memory");
+    } else {
+      int32_t k = 0, j = 0;
+      for (int32_t i = 0; i < p->n_ev; i++) {
+        while (j < w.n && w.at[j].pos == 2 * (int64_t)i) ev[k++] = w.at[j++].ev;
+        ev[k++] = p->ev[i];
+        while (j < w.n && w.at[j].pos == 2 * (int64_t)i + 1) ev[k++] = w.at[j++].ev;
+      }
+      while (j < w.n) ev[k++] = w.at[j++].ev;
+      free(p->ev);
+      p->ev = ev;
+      p->n_ev = p->cap_ev = n;
+    }
+  }
+  free(w.at);
+  return rc;
+}

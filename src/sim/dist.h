@@ -1,0 +1,49 @@
+/* Training on several GPUs: what one rank holds. The step simulated is one rank's at its own
+ * (per-rank) batch size; the strategy decides which of the model's states are split across the
+ * ranks and which transient buffers the wrapper adds. docs/distributed.md has the model and
+ * the PyTorch sources each rule comes from. */
+#ifndef MB_SIM_DIST_H
+#define MB_SIM_DIST_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum mb_strategy {
+  MB_STRATEGY_NONE, /* one process, or data parallel without a wrapper the budget models */
+  MB_STRATEGY_DDP,  /* torch.nn.parallel.DistributedDataParallel */
+  MB_STRATEGY_FSDP  /* torch.distributed.fsdp.fully_shard (FSDP2) per wrapped module + root */
+};
+
+enum mb_fsdp_sharding {
+  MB_FSDP_FULL_SHARD,     /* parameters gathered per unit for its forward, again for backward */
+  MB_FSDP_SHARD_GRAD_OP,  /* gathered once: kept from the unit's forward to its backward */
+  MB_FSDP_NO_SHARD,       /* nothing sharded (as DDP without its buckets) */
+  MB_FSDP_HYBRID_SHARD    /* FULL_SHARD within a node of gpus_per_node ranks */
+};
+
+typedef struct mb_dist_opts {
+  int strategy;             /* enum mb_strategy */
+  int32_t world_size;       /* ranks in all (>= 1) */
+  int32_t gpus_per_node;    /* HYBRID_SHARD's shard group (default 8) */
+  /* DDP */
+  bool bucket_view;         /* gradient_as_bucket_view: the .grad tensors are views of buckets */
+  uint64_t bucket_cap;      /* bucket_cap_mb in bytes (default 25 MiB; the first bucket 1 MiB) */
+  /* FSDP */
+  int sharding;             /* enum mb_fsdp_sharding */
+  char **wrap;              /* module path globs wrapped as units (fully_shard each) */
+  size_t n_wrap;
+} mb_dist_opts;
+
+/* How many ranks share one copy of a sharded state (1: not sharded). */
+static inline int32_t mb_dist_shards(const mb_dist_opts *o) {
+  if (o->strategy != MB_STRATEGY_FSDP || o->world_size <= 1 || o->sharding == MB_FSDP_NO_SHARD) return 1;
+  if (o->sharding == MB_FSDP_HYBRID_SHARD && o->gpus_per_node < o->world_size) return o->gpus_per_node;
+  return o->world_size;
+}
+
+/* A parameter's elements on one rank: dim 0 padded to a multiple of the shard count. */
+int64_t mb_dist_shard_numel(const mb_dist_opts *o, const int64_t *dims, int rank, int64_t numel);
+/* DDP's buckets over the trainable parameters' gradient bytes (in parameter order): writes at
+ * most n sizes into out and returns how many. */
+size_t mb_ddp_buckets(const mb_dist_opts *o, const uint64_t *grad_bytes, size_t n, uint64_t *out);
+#endif

@@ -1,0 +1,113 @@
+"""One rank of data-parallel training (--world-size N --strategy ddp|fsdp), derived by hand on
+a two-layer MLP: DDP's flat gradient buckets (Reducer::initialize_buckets) or .grad tensors
+that are views of them (gradient_as_bucket_view), and FSDP2's dim-0 shards of parameters,
+gradients and optimizer states, gathered per unit around its forward and backward."""
+import pytest
+from onnx import helper
+
+from conftest import run
+from estimate_util import EXACT, estimate, init, model, tensor
+
+W1, B1, W2, B2 = 4 * 8 * 4, 4 * 8, 4 * 3 * 8, 4 * 3   # fc1 [8, 4], fc2 [3, 8], fp32
+PARAMS = W1 + B1 + W2 + B2                              # 268 bytes
+# FSDP over 2 ranks: dim 0 padded to a multiple of 2 (fc2's 3 rows: 2 per rank)
+SHARD1 = 4 * 4 * 4 + 4 * 4                              # fc1: 4 of 8 rows each
+SHARD2 = 4 * 2 * 8 + 4 * 2                              # fc2: 2 of 3 rows (padded) each
+LEVELS = ("level_after_setup", "level_after_forward", "level_after_backward", "level_after_optimizer")
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dist") / "mlp.onnx"
+    nodes = [
+        helper.make_node("Gemm", ["x", "fc1.weight", "fc1.bias"], ["h"], name="/fc1/Gemm", transB=1),
+        helper.make_node("Relu", ["h"], ["r"], name="/relu/Relu"),
+        helper.make_node("Gemm", ["r", "fc2.weight", "fc2.bias"], ["y"], name="/fc2/Gemm", transB=1),
+    ]
+    inits = [init("fc1.weight", 8, 4), init("fc1.bias", 8), init("fc2.weight", 3, 8), init("fc2.bias", 3)]
+    return model(nodes, [tensor("x", "batch", 4)], [tensor("y", "batch", 3)], inits, path)
+
+
+def est(cli, mlp, *args, b=4, optimizer="sgd"):
+    return estimate(cli, mlp, "--batch", str(b), "--optimizer", optimizer, *EXACT, *args)
+
+
+def test_ddp_buckets(cli, mlp):
+    """Without bucket views a rank holds one bucket of every gradient (268 bytes < 1 MiB: one
+    bucket) from construction on, beside autograd's own .grad tensors."""
+    one = est(cli, mlp)
+    ddp = est(cli, mlp, "--world-size", "2", "--strategy", "ddp")
+    for k in LEVELS + ("allocated_peak", "forward_peak", "backward_peak"):
+        assert ddp[k] == one[k] + PARAMS, k
+
+
+def test_ddp_bucket_view(cli, mlp):
+    """gradient_as_bucket_view: the .grad tensors are the buckets, there from the start; after
+    backward a rank holds what one process holds."""
+    one = est(cli, mlp)
+    view = est(cli, mlp, "--world-size", "2", "--strategy", "ddp", "--gradient-as-bucket-view")
+    assert view["level_after_setup"] == one["level_after_setup"] + PARAMS
+    assert view["level_after_forward"] == one["level_after_forward"] + PARAMS
+    assert view["level_after_backward"] == one["level_after_backward"] == one["level_after_setup"] + PARAMS
+
+
+@pytest.mark.parametrize("b", [1, 4])
+def test_fsdp_full_shard_levels(cli, mlp, b):
+    """fc1 and fc2 wrapped, 2 ranks, SGD: a rank holds its shards; forward keeps what one
+    process keeps (the units resharded after their forward); backward leaves the sharded
+    gradients (a reduce-scatter output per unit)."""
+    one = est(cli, mlp, b=b)
+    fsdp = est(cli, mlp, "--world-size", "2", "--strategy", "fsdp", "--fsdp-wrap", "fc*", b=b)
+    batch = one["level_after_setup"] - PARAMS                   # x and the targets
+    assert fsdp["level_after_setup"] == SHARD1 + SHARD2 + batch
+    assert fsdp["level_after_forward"] - fsdp["level_after_setup"] == one["level_after_forward"] - one["level_after_setup"]
+    assert fsdp["level_after_backward"] == fsdp["level_after_setup"] + SHARD1 + SHARD2
+    assert fsdp["level_after_optimizer"] == fsdp["level_after_backward"]
+    assert fsdp["level_after_setup"] < fsdp["allocated_peak"] < one["allocated_peak"] + 2 * (W1 + B1)
+
+
+def test_fsdp_gathers_in_the_trace(cli, mlp):
+    """Each unit is gathered (an all-gather output of 2 padded shards, the unsharded storages,
+    the output freed) before its forward and again for its backward, and reduce-scattered
+    after it; the step ends with every gather freed."""
+    p = run(cli, "estimate", mlp, "--batch", "4", "--optimizer", "sgd", *EXACT, "--world-size", "2",
+            "--strategy", "fsdp", "--fsdp-wrap", "fc*", "--json", "--trace", check=0)
+    import json
+    trace = json.loads(p.stdout)["trace"]
+    ag = [(e["phase"], e["event"], e["bytes"]) for e in trace if e["tensor"] == "FSDP all-gather output"]
+    assert ag == [("forward", "alloc", 2 * SHARD1), ("forward", "free", 2 * SHARD1),
+                  ("forward", "alloc", 2 * SHARD2), ("forward", "free", 2 * SHARD2),
+                  ("backward", "alloc", 2 * SHARD2), ("backward", "free", 2 * SHARD2),
+                  ("backward", "alloc", 2 * SHARD1), ("backward", "free", 2 * SHARD1)]
+    full = [(e["event"], e["bytes"]) for e in trace if e["tensor"].startswith("FSDP unsharded")]
+    assert sorted(full) == sorted([("alloc", W1 + B1), ("free", W1 + B1)] * 2 + [("alloc", W2 + B2), ("free", W2 + B2)] * 2)
+    rs = [e["bytes"] for e in trace if e["tensor"] == "FSDP sharded gradients"]
+    assert sorted(rs) == sorted([SHARD1, SHARD2])
+
+
+def test_fsdp_adam_states_are_sharded(cli, mlp):
+    one = est(cli, mlp, optimizer="adamw")
+    fsdp = est(cli, mlp, "--world-size", "2", "--strategy", "fsdp", "--fsdp-wrap", "fc*", optimizer="adamw")
+    assert one["optimizer_states"] == 2 * PARAMS
+    assert fsdp["optimizer_states"] == 2 * (SHARD1 + SHARD2)
+
+
+def test_no_shard_and_one_rank_are_one_process(cli, mlp):
+    one = est(cli, mlp)
+    for args in (["--fsdp-sharding", "no_shard", "--world-size", "4"], ["--world-size", "1"]):
+        got = est(cli, mlp, "--strategy", "fsdp", "--fsdp-wrap", "fc*", *args)
+        assert {k: got[k] for k in LEVELS + ("allocated_peak",)} == {k: one[k] for k in LEVELS + ("allocated_peak",)}
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--world-size", "0"], "world_size"), (["--strategy", "zero9"], "strategy"),
+    (["--fsdp-sharding", "full"], "fsdp_sharding"), (["--bucket-cap-mb", "0"], "bucket_cap_mb"),
+])
+def test_bad_values(cli, mlp, args, needle):
+    p = run(cli, "estimate", mlp, "--batch", "2", *args)
+    assert p.returncode == 2 and needle in p.stderr
+
+
+def test_not_modelled_yet_is_refused(cli, mlp):
+    p = run(cli, "estimate", mlp, "--batch", "2", "--world-size", "2", "--strategy", "fsdp", "--grad-accumulation", "2")
+    assert p.returncode == 1 and "not modelled yet" in p.stderr
