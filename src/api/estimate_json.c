@@ -111,10 +111,10 @@ static void json_batching_setup(mb_strbuf *sb, const mb_setup *s) {
 
 /* Several ranks: the budget is one rank's, at its own batch size (docs/distributed.md). */
 static void json_dist(mb_strbuf *sb, const mb_dist_opts *o) {
-  static const char *const strategies[] = {"none", "ddp", "fsdp"};
+  static const char *const strategies[] = {"none", "ddp", "fsdp", "zero1", "zero2", "zero3"};
   static const char *const shardings[] = {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard"};
   mb_sb_printf(sb, "    \"world_size\": %d,\n    \"strategy\": \"%s\",\n    \"shards\": %d,\n", (int)o->world_size,
-               strategies[o->strategy % 3], (int)mb_dist_shards(o));
+               strategies[o->strategy % 6], (int)mb_dist_shards(o));
   if (o->strategy == MB_STRATEGY_DDP)
     mb_sb_printf(sb, "    \"gradient_as_bucket_view\": %s,\n    \"bucket_cap_mb\": %llu,\n",
                  o->bucket_view ? "true" : "false", (unsigned long long)(o->bucket_cap >> 20));
@@ -126,6 +126,9 @@ static void json_dist(mb_strbuf *sb, const mb_dist_opts *o) {
     }
     mb_sb_puts(sb, "],\n");
   }
+  if (mb_dist_is_zero(o))
+    mb_sb_printf(sb, "    \"state_shards\": %d,\n    \"reduce_bucket_size\": %lld,\n", (int)mb_dist_state_shards(o),
+                 (long long)o->reduce_bucket_size);
 }
 
 static void json_setup(mb_strbuf *sb, const mb_setup *s, const mb_plan *p) {

@@ -6,7 +6,11 @@
  *   fsdp_sharding            full_shard | shard_grad_op | no_shard | hybrid_shard (default full_shard)
  *   fsdp_wrap                GLOB on module paths: each module it names is a unit; adds one,
  *                            "" clears (the root unit holds every other parameter)
- *   gpus_per_node            N: hybrid_shard's shard group                      (default 8) */
+ *   gpus_per_node            N: hybrid_shard's shard group                      (default 8)
+ * DeepSpeed ZeRO (strategy zero1 | zero2 | zero3):
+ *   reduce_bucket_size       elements of the gradient reduction buffer          (default 5e8)
+ *   overlap_comm             0 | 1: a second buffer in stages 1, 2  (default: 1 in stage 3, else 0)
+ *   stage3_param_persistence_threshold  elements: smaller parameters stay whole (default 1e5) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +44,7 @@ static int pick(const char *value, const char *const *names, int n) {
   return -1;
 }
 
-static const char *const strategies[] = {"none", "ddp", "fsdp"};
+static const char *const strategies[] = {"none", "ddp", "fsdp", "zero1", "zero2", "zero3"};
 static const char *const shardings[] = {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard"};
 
 void mb_setup_dist_defaults(mb_dist_opts *o) {
@@ -49,6 +53,9 @@ void mb_setup_dist_defaults(mb_dist_opts *o) {
   o->gpus_per_node = 8;
   o->bucket_cap = 25u << 20;
   o->sharding = MB_FSDP_FULL_SHARD;
+  o->reduce_bucket_size = 500000000;
+  o->overlap_comm = -1;
+  o->persistence_threshold = 100000;
 }
 
 void mb_setup_dist_free(mb_dist_opts *o) {
@@ -81,8 +88,8 @@ int mb_setup_dist_option(mb_setup *s, const char *key, const char *value, int *r
     if (count(value, 1, MAX_RANKS, &n)) o->world_size = (int32_t)n;
     else *rc = bad(s, key, value, "a number of ranks in [1, 65536]");
   } else if (!strcmp(key, "strategy")) {
-    if ((k = pick(value, strategies, 3)) >= 0) o->strategy = k;
-    else *rc = bad(s, key, value, "one of none, ddp, fsdp");
+    if ((k = pick(value, strategies, 6)) >= 0) o->strategy = k;
+    else *rc = bad(s, key, value, "one of none, ddp, fsdp, zero1, zero2, zero3");
   } else if (!strcmp(key, "gradient_as_bucket_view")) {
     if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "on")) o->bucket_view = true;
     else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "off")) o->bucket_view = false;
@@ -98,6 +105,22 @@ int mb_setup_dist_option(mb_setup *s, const char *key, const char *value, int *r
   } else if (!strcmp(key, "gpus_per_node")) {
     if (count(value, 1, MAX_RANKS, &n)) o->gpus_per_node = (int32_t)n;
     else *rc = bad(s, key, value, "a number of GPUs in [1, 65536]");
+  } else if (!strcmp(key, "reduce_bucket_size")) {
+    double x = 0;
+    char *end = NULL;
+    x = strtod(value, &end);
+    if (*value && end && !*end && x >= 1 && x <= 1e12) o->reduce_bucket_size = (int64_t)x;
+    else *rc = bad(s, key, value, "a number of elements in [1, 1e12] (5e8 is DeepSpeed's default)");
+  } else if (!strcmp(key, "overlap_comm")) {
+    if (!strcmp(value, "1") || !strcmp(value, "true")) o->overlap_comm = 1;
+    else if (!strcmp(value, "0") || !strcmp(value, "false")) o->overlap_comm = 0;
+    else *rc = bad(s, key, value, "0 or 1");
+  } else if (!strcmp(key, "stage3_param_persistence_threshold")) {
+    double x = 0;
+    char *end = NULL;
+    x = strtod(value, &end);
+    if (*value && end && !*end && x >= 0 && x <= 1e12) o->persistence_threshold = (int64_t)x;
+    else *rc = bad(s, key, value, "a number of elements in [0, 1e12]");
   } else {
     return 0;
   }

@@ -96,4 +96,6 @@ int mb_module_holds(mb_builder *b, int model, mb_hold **out, int32_t *n_out);
 int mb_emit_step(mb_builder *b);
 /* dist.c: FSDP's gathers and reduce-scatters woven into the emitted step */
 int mb_dist_fsdp_events(mb_builder *b);
+/* dist.c: ZeRO's and FSDP's events woven into the emitted step */
+int mb_dist_events(mb_builder *b);
 #endif

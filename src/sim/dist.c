@@ -26,9 +26,10 @@
 #include "sim/build.h"
 #include "util/glob.h"
 
-int64_t mb_dist_shard_numel(const mb_dist_opts *o, const int64_t *dims, int rank, int64_t numel) {
-  int32_t n = mb_dist_shards(o);
-  if (n <= 1 || rank < 1 || dims[0] <= 0) return numel;
+int64_t mb_dist_shard_numel(const mb_dist_opts *o, int32_t n, const int64_t *dims, int rank, int64_t numel) {
+  if (n <= 1) return numel;
+  if (mb_dist_is_zero(o)) return (numel + n - 1) / n;
+  if (rank < 1 || dims[0] <= 0) return numel;
   int64_t rest = numel / dims[0];
   return (dims[0] + n - 1) / n * rest;
 }
@@ -54,6 +55,7 @@ size_t mb_ddp_buckets(const mb_dist_opts *o, const uint64_t *grad_bytes, size_t 
  * names; its length in path, 0 for none (the root unit). */
 static size_t wrapped_prefix(const mb_dist_opts *o, const char *path) {
   size_t len = strlen(path);
+  if (o->strategy == MB_STRATEGY_ZERO3) return len; /* DeepSpeed gathers each module's own */
   char buf[512];
   for (size_t i = 1; i <= len && i < sizeof buf; i++) {
     if (path[i] != '.' && path[i] != '\0') continue;
@@ -157,18 +159,37 @@ static int32_t fixed_slot(mb_builder *b, int cat, uint64_t bytes, const char *na
 static int32_t gather(mb_builder *b, weave *w, int64_t pos, int phase, const units *u, int32_t k,
                       const char *name) {
   uint64_t bytes = u->bytes[k];
+  int32_t full = fixed_slot(b, MB_CAT_PARAMETER, bytes, name);
+  if (full < 0) return -1;
+  if (b->tr->dist.strategy == MB_STRATEGY_ZERO3) /* all-gathered straight into the parameters */
+    return add(b, w, pos, 1, phase, full) ? -1 : full;
   int32_t out = fixed_slot(b, MB_CAT_TEMPORARY, u->shard[k] * (uint64_t)mb_dist_shards(&b->tr->dist),
                            "FSDP all-gather output");
-  int32_t full = fixed_slot(b, MB_CAT_PARAMETER, bytes, name);
-  if (out < 0 || full < 0) return -1;
+  if (out < 0) return -1;
   if (add(b, w, pos, 1, phase, out) || add(b, w, pos, 1, phase, full) || add(b, w, pos, 0, phase, out)) return -1;
   return full;
+}
+
+static int weave_in(mb_builder *b, weave *w);
+static int zero_grads(mb_builder *b, weave *w);
+
+/* ZeRO-1, -2, and -3's gradients (and ZeRO-3's gathers, as FSDP's below). */
+int mb_dist_events(mb_builder *b) {
+  const mb_dist_opts *o = &b->tr->dist;
+  if (!mb_dist_is_zero(o) || o->world_size <= 1) return mb_dist_fsdp_events(b);
+  weave w = {0};
+  int rc = zero_grads(b, &w);
+  if (rc == MB_OK) rc = weave_in(b, &w);
+  free(w.at);
+  if (rc == MB_OK && o->strategy == MB_STRATEGY_ZERO3) rc = mb_dist_fsdp_events(b);
+  return rc;
 }
 
 int mb_dist_fsdp_events(mb_builder *b) {
   const mb_dist_opts *o = &b->tr->dist;
   int32_t shards = mb_dist_shards(o);
-  if (o->strategy != MB_STRATEGY_FSDP || shards <= 1) return MB_OK;
+  if ((o->strategy != MB_STRATEGY_FSDP && o->strategy != MB_STRATEGY_ZERO3) || shards <= 1) return MB_OK;
+  bool zero3 = o->strategy == MB_STRATEGY_ZERO3;
   mb_plan *p = b->p;
   mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
@@ -193,9 +214,13 @@ int mb_dist_fsdp_events(mb_builder *b) {
       continue;
     if ((value_unit[v] = unit_of_param(b, &u, v, node_unit)) < 0) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
     const mb_const_tensor *ct = &g->inits[g->values[v].initializer];
+    if (zero3 && (int64_t)ct->numel <= o->persistence_threshold) { /* never partitioned */
+      value_unit[v] = -1;
+      continue;
+    }
     uint64_t full = 0, part = 0;
     mb_dtype_bytes(ms->rt[v], (uint64_t)ct->numel, &full);
-    mb_dtype_bytes(ms->rt[v], (uint64_t)mb_dist_shard_numel(o, ct->dims, ct->rank, ct->numel), &part);
+    mb_dtype_bytes(ms->rt[v], (uint64_t)mb_dist_shard_numel(o, shards, ct->dims, ct->rank, ct->numel), &part);
     u.bytes[value_unit[v]] += full;
     u.shard[value_unit[v]] += part;
     if (ms->trainable_init[v]) u.grad_shard[value_unit[v]] += part;
@@ -272,7 +297,7 @@ int mb_dist_fsdp_events(mb_builder *b) {
   if ((!grad_at || !freed) && rc == MB_OK) rc = mb_fail(b->d, MB_E_NOMEM, "out of memory");
   for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++)
     if (!p->ev[i].alloc) freed[p->ev[i].slot] = true;
-  for (int32_t k = 0; k < u.n && rc == MB_OK; k++) {
+  for (int32_t k = 0; k < u.n && rc == MB_OK && !zero3; k++) { /* ZeRO-3: zero_grads() */
     grad_at[k] = k == 0 || blast[k] < 0 ? bwd_end : blast[k];
     if (!u.grad_shard[k]) continue;
     int64_t pos = 2 * (int64_t)grad_at[k] + 1;
@@ -302,26 +327,73 @@ int mb_dist_fsdp_events(mb_builder *b) {
     }
   }
   if (rc == MB_OK && root >= 0) rc = add(b, &w, 2 * (int64_t)bwd_end + 1, 0, MB_PHASE_BACKWARD, root);
-  /* weave */
-  if (rc == MB_OK && w.n) {
-    qsort(w.at, (size_t)w.n, sizeof *w.at, by_pos);
-    int32_t n = p->n_ev + w.n;
+  if (rc == MB_OK) rc = weave_in(b, &w);
+  free(w.at);
+  return rc;
+}
+
+/* ZeRO's .grad tensors (stage_1_and_2.py, stage3.py): stage 1 reduces after backward and frees
+ * them in step(); stages 2 and 3 copy each into the reduction buffer as backward makes it and
+ * drop the whole gradients each time the buffer fills (reduce_bucket_size elements), the rest
+ * when backward ends. */
+static int zero_grads(mb_builder *b, weave *w) {
+  const mb_dist_opts *o = &b->tr->dist;
+  mb_plan *p = b->p;
+  const mb_model_state *ms = &b->ms[0];
+  bool *freed = calloc((size_t)p->n_slots + 1, sizeof(bool));
+  int32_t *pending = malloc(((size_t)p->n_ev + 1) * sizeof(int32_t));
+  int rc = freed && pending ? MB_OK : mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++)
+    if (!p->ev[i].alloc) freed[p->ev[i].slot] = true;
+  int32_t n_pending = 0, last_bwd = -1, last = p->n_ev - 1;
+  int64_t filled = 0;
+  for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++) {
+    const mb_event_rec *e = &p->ev[i];
+    if (e->phase == MB_PHASE_BACKWARD) last_bwd = i;
+    const mb_slot *sl = &p->slots[e->slot];
+    if (!e->alloc || e->model || freed[e->slot] || sl->category != MB_CAT_GRADIENT || sl->rule != MB_SZ_VALUE ||
+        e->phase != MB_PHASE_BACKWARD)
+      continue;
+    pending[n_pending++] = e->slot;
+    if (o->strategy == MB_STRATEGY_ZERO1) continue;
+    const mb_tinfo *t = sl->ref >= 0 ? &ms->t[sl->ref] : NULL;
+    int64_t numel = 1;
+    for (int32_t d = 0; t && d < t->rank; d++) numel *= t->dims[d];
+    if ((filled += numel) < o->reduce_bucket_size) continue;
+    for (int32_t k = 0; k < n_pending && rc == MB_OK; k++) rc = add(b, w, 2 * (int64_t)i + 1, 0, MB_PHASE_BACKWARD, pending[k]);
+    n_pending = 0;
+    filled = 0;
+  }
+  /* the rest: when backward ends (stages 2, 3) or after the optimizer step (stage 1) */
+  int32_t at = o->strategy == MB_STRATEGY_ZERO1 ? last : last_bwd;
+  int phase = o->strategy == MB_STRATEGY_ZERO1 ? MB_PHASE_OPTIMIZER : MB_PHASE_BACKWARD; /* step() frees them */
+  for (int32_t k = 0; k < n_pending && rc == MB_OK && at >= 0; k++) rc = add(b, w, 2 * (int64_t)at + 1, 0, phase, pending[k]);
+  free(freed);
+  free(pending);
+  return rc;
+}
+
+static int weave_in(mb_builder *b, weave *w) {
+  mb_plan *p = b->p;
+  int rc = MB_OK;
+  if (w->n) {
+    qsort(w->at, (size_t)w->n, sizeof *w->at, by_pos);
+    int32_t n = p->n_ev + w->n;
     mb_event_rec *ev = malloc((size_t)n * sizeof *ev);
     if (!ev) {
       rc = mb_fail(b->d, MB_E_NOMEM, "out of memory");
     } else {
       int32_t k = 0, j = 0;
       for (int32_t i = 0; i < p->n_ev; i++) {
-        while (j < w.n && w.at[j].pos == 2 * (int64_t)i) ev[k++] = w.at[j++].ev;
+        while (j < w->n && w->at[j].pos == 2 * (int64_t)i) ev[k++] = w->at[j++].ev;
         ev[k++] = p->ev[i];
-        while (j < w.n && w.at[j].pos == 2 * (int64_t)i + 1) ev[k++] = w.at[j++].ev;
+        while (j < w->n && w->at[j].pos == 2 * (int64_t)i + 1) ev[k++] = w->at[j++].ev;
       }
-      while (j < w.n) ev[k++] = w.at[j++].ev;
+      while (j < w->n) ev[k++] = w->at[j++].ev;
       free(p->ev);
       p->ev = ev;
       p->n_ev = p->cap_ev = n;
     }
   }
-  free(w.at);
   return rc;
 }

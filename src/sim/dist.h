@@ -11,7 +11,10 @@
 enum mb_strategy {
   MB_STRATEGY_NONE, /* one process, or data parallel without a wrapper the budget models */
   MB_STRATEGY_DDP,  /* torch.nn.parallel.DistributedDataParallel */
-  MB_STRATEGY_FSDP  /* torch.distributed.fsdp.fully_shard (FSDP2) per wrapped module + root */
+  MB_STRATEGY_FSDP, /* torch.distributed.fsdp.fully_shard (FSDP2) per wrapped module + root */
+  MB_STRATEGY_ZERO1, /* DeepSpeed ZeRO stage 1: optimizer states (and fp32 master) partitioned */
+  MB_STRATEGY_ZERO2, /* ... and gradients */
+  MB_STRATEGY_ZERO3  /* ... and parameters, gathered module by module */
 };
 
 enum mb_fsdp_sharding {
@@ -32,17 +35,33 @@ typedef struct mb_dist_opts {
   int sharding;             /* enum mb_fsdp_sharding */
   char **wrap;              /* module path globs wrapped as units (fully_shard each) */
   size_t n_wrap;
+  /* DeepSpeed ZeRO */
+  int64_t reduce_bucket_size;   /* elements of the gradient reduction buffer (default 5e8) */
+  int overlap_comm;             /* a second reduction buffer: 1, 0, -1 the stage's default */
+  int64_t persistence_threshold; /* ZeRO-3: parameters of at most this many elements stay whole */
 } mb_dist_opts;
 
-/* How many ranks share one copy of a sharded state (1: not sharded). */
+static inline bool mb_dist_is_zero(const mb_dist_opts *o) {
+  return o->strategy >= MB_STRATEGY_ZERO1 && o->strategy <= MB_STRATEGY_ZERO3;
+}
+
+/* How many ranks share one copy of the parameters (1: every rank holds them whole). */
 static inline int32_t mb_dist_shards(const mb_dist_opts *o) {
-  if (o->strategy != MB_STRATEGY_FSDP || o->world_size <= 1 || o->sharding == MB_FSDP_NO_SHARD) return 1;
+  if (o->world_size <= 1) return 1;
+  if (o->strategy == MB_STRATEGY_ZERO3) return o->world_size;
+  if (o->strategy != MB_STRATEGY_FSDP || o->sharding == MB_FSDP_NO_SHARD) return 1;
   if (o->sharding == MB_FSDP_HYBRID_SHARD && o->gpus_per_node < o->world_size) return o->gpus_per_node;
   return o->world_size;
 }
 
-/* A parameter's elements on one rank: dim 0 padded to a multiple of the shard count. */
-int64_t mb_dist_shard_numel(const mb_dist_opts *o, const int64_t *dims, int rank, int64_t numel);
+/* How many ranks share the optimizer states and fp32 master weights. */
+static inline int32_t mb_dist_state_shards(const mb_dist_opts *o) {
+  return mb_dist_is_zero(o) && o->world_size > 1 ? o->world_size : mb_dist_shards(o);
+}
+
+/* A rank's elements of a tensor split over shards ranks: FSDP splits dim 0, padded to a
+ * multiple of the shard count; ZeRO splits its flat buffer evenly (numel / shards, rounded up). */
+int64_t mb_dist_shard_numel(const mb_dist_opts *o, int32_t shards, const int64_t *dims, int rank, int64_t numel);
 /* DDP's buckets over the trainable parameters' gradient bytes (in parameter order): writes at
  * most n sizes into out and returns how many. */
 size_t mb_ddp_buckets(const mb_dist_opts *o, const uint64_t *grad_bytes, size_t n, uint64_t *out);

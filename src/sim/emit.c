@@ -496,12 +496,36 @@ static bool persistent_grads(const mb_train *tr) {
 /* Several ranks: what the budget does not model yet is refused, not estimated as one GPU. */
 static int dist_supported(const mb_builder *b) {
   const mb_train *tr = b->tr;
-  if (tr->dist.strategy != MB_STRATEGY_FSDP || mb_dist_shards(&tr->dist) <= 1) return MB_OK;
-  const char *what = tr->grad_accumulation > 1 ? "grad_accumulation (no_sync)"
+  const mb_dist_opts *o = &tr->dist;
+  bool zero = mb_dist_is_zero(o);
+  if (zero && b->pure && !tr->master_weights)
+    return mb_fail(b->d, MB_E_INVALID_ARG, "DeepSpeed ZeRO keeps fp32 master weights of fp16/bf16 parameters: "
+                                          "add master_weights (--master-weights)");
+  if (!zero && (o->strategy != MB_STRATEGY_FSDP || mb_dist_shards(o) <= 1)) return MB_OK;
+  const char *what = tr->grad_accumulation > 1 ? "grad_accumulation"
                      : tr->eval.zero_grad == MB_ZERO_GRAD_ZERO ? "zero_grad zero"
                      : tr->eval.batch ? "an evaluation (eval_batch)"
-                     : tr->ema ? "an EMA copy" : tr->master_weights ? "master weights" : NULL;
-  if (what) return mb_fail(b->d, MB_E_UNSUPPORTED, "strategy fsdp with %s is not modelled yet", what);
+                     : tr->ema ? "an EMA copy" : !zero && tr->master_weights ? "master weights" : NULL;
+  if (what)
+    return mb_fail(b->d, MB_E_UNSUPPORTED, "strategy %s with %s is not modelled yet", zero ? "zero" : "fsdp", what);
+  return MB_OK;
+}
+
+/* DeepSpeed ZeRO's own buffers (stage_1_and_2.py setup_buckets, stage3.py
+ * _setup_for_real_optimizer; docs/deepspeed.md): the gradient reduction buffer of
+ * reduce_bucket_size elements (two with overlap_comm in stages 1 and 2), and the rank's
+ * gradient partition that reductions fill (grads_in_partition, grad_partitions_flat_buffer). */
+static int zero_buffers(emitter *e, uint64_t grad_part) {
+  mb_builder *b = e->b;
+  const mb_dist_opts *o = &b->tr->dist;
+  if (!mb_dist_is_zero(o) || !grad_part) return MB_OK;
+  int32_t dt = b->pure ? b->low : MB_DTYPE_FLOAT;
+  int overlap = o->overlap_comm >= 0 ? o->overlap_comm : o->strategy == MB_STRATEGY_ZERO3;
+  int buffers = o->strategy == MB_STRATEGY_ZERO3 || !overlap ? 1 : 2;
+  for (int i = 0; i < buffers; i++)
+    if (fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, (uint64_t)o->reduce_bucket_size), "ZeRO gradient reduction buffer", 1) < 0)
+      return b->d->status;
+  if (fixed(e, 0, MB_CAT_GRADIENT, grad_part, "ZeRO gradient partition", 1) < 0) return b->d->status;
   return MB_OK;
 }
 
@@ -524,9 +548,9 @@ static int ddp_buckets(emitter *e) {
   return MB_OK;
 }
 
-/* A rank's part of a parameter's elements (all of them unless FSDP shards it). */
-static uint64_t rank_numel(const mb_train *tr, const mb_const_tensor *ct) {
-  return (uint64_t)mb_dist_shard_numel(&tr->dist, ct->dims, ct->rank, ct->numel);
+/* A rank's part of a parameter's elements split over shards ranks (all of them for 1). */
+static uint64_t rank_numel(const mb_train *tr, int32_t shards, const mb_const_tensor *ct) {
+  return (uint64_t)mb_dist_shard_numel(&tr->dist, shards, ct->dims, ct->rank, ct->numel);
 }
 
 /* teacher_cache N: the N - 1 batches of teacher outputs cached by earlier steps (this step's
@@ -556,16 +580,21 @@ static int emit_setup(emitter *e, loss_state *ls) {
   mb_plan *p = b->p;
   int32_t n_fixed = p->n_slots;
   if (dist_supported(b) != MB_OK) return b->d->status;
-  /* FSDP: a rank holds its shard of every parameter of the model */
-  if (mb_dist_shards(&tr->dist) > 1)
+  /* FSDP and ZeRO-3: a rank holds its shard of every parameter of the model (ZeRO-3 keeps
+   * parameters of at most persistence_threshold elements whole) */
+  int32_t shards = mb_dist_shards(&tr->dist), state_shards = mb_dist_state_shards(&tr->dist);
+  if (shards > 1)
     for (int32_t v = 0; v < b->ms[0].g->n_values; v++) {
       const mb_graph *g0 = b->ms[0].g;
       int32_t s = g0->values[v].kind == MB_VALUE_INITIALIZER ? b->ms[0].slot_of[v] : -1;
       if (s < 0 || p->slots[s].rule != MB_SZ_FIXED ||
           (p->slots[s].category != MB_CAT_PARAMETER && p->slots[s].category != MB_CAT_EMBEDDING))
         continue;
-      p->slots[s].fixed = dtype_bytes(b->ms[0].rt[v], rank_numel(tr, &g0->inits[g0->values[v].initializer]));
+      const mb_const_tensor *ct = &g0->inits[g0->values[v].initializer];
+      if (tr->dist.strategy == MB_STRATEGY_ZERO3 && (int64_t)ct->numel <= tr->dist.persistence_threshold) continue;
+      p->slots[s].fixed = dtype_bytes(b->ms[0].rt[v], rank_numel(tr, shards, ct));
     }
+  uint64_t grad_part = 0; /* ZeRO: the rank's partition of the gradients */
   /* weights and buffers of both models, as bound by plan.c */
   for (int32_t s = 0; s < n_fixed; s++)
     if (p->slots[s].refs == MB_PERSISTENT && p->slots[s].category != MB_CAT_INPUT) ev(e, 1, p->slots[s].model, s, -1);
@@ -582,8 +611,14 @@ static int emit_setup(emitter *e, loss_state *ls) {
       uint64_t st[4];
       int64_t sdims[MB_MAX_RANK];
       memcpy(sdims, ct->dims, (size_t)ct->rank * sizeof *sdims);
-      uint64_t numel = rank_numel(tr, ct);
-      if (ct->rank > 0 && numel != (uint64_t)ct->numel) sdims[0] = (int64_t)(numel / (uint64_t)(ct->numel / ct->dims[0]));
+      uint64_t numel = rank_numel(tr, state_shards, ct);
+      if (ct->rank > 0 && numel != (uint64_t)ct->numel && !mb_dist_is_zero(&tr->dist))
+        sdims[0] = (int64_t)(numel / (uint64_t)(ct->numel / ct->dims[0]));
+      else if (numel != (uint64_t)ct->numel) { /* a flat partition: Adafactor's factored states see a vector */
+        sdims[0] = (int64_t)numel;
+        for (int i = 1; i < ct->rank; i++) sdims[i] = 1;
+      }
+      grad_part += dtype_bytes(dt, numel);
       int n = mb_optim_states(tr->optimizer, sdims, ct->rank, (int64_t)numel, state_bytes, st);
       for (int k = 0; k < n; k++)
         if (fixed(e, 0, MB_CAT_OPTIMIZER, st[k], "optimizer state", 1) < 0) return b->d->status;
@@ -600,7 +635,7 @@ static int emit_setup(emitter *e, loss_state *ls) {
         fixed(e, 0, MB_CAT_EMA, dtype_bytes(dt, ct->numel), "EMA copy", 1) < 0)
       return b->d->status;
   }
-  if (ddp_buckets(e) != MB_OK) return b->d->status;
+  if (ddp_buckets(e) != MB_OK || zero_buffers(e, grad_part) != MB_OK) return b->d->status;
   /* torch.optim's step counters: a 4-byte tensor per parameter, on the CPU unless the step is
    * capturable or fused, so device memory only when the model trains on the CPU */
   if (tr->cpu && mb_optim_get(tr->optimizer)->step_tensor)
@@ -658,7 +693,10 @@ static int emit_optimizer(emitter *e) {
   int32_t dtypes[4] = {MB_DTYPE_FLOAT, MB_DTYPE_FLOAT16, MB_DTYPE_BFLOAT16, MB_DTYPE_DOUBLE};
   uint64_t largest = 0;
   int32_t largest_dt = MB_DTYPE_FLOAT;
-  int32_t lists = tr->foreach ? opt->foreach_lists : 0;
+  /* DeepSpeed steps its partition with a fused kernel (FusedAdam): no lists, no temporaries */
+  bool zero = mb_dist_is_zero(&tr->dist);
+  int32_t shards = mb_dist_state_shards(&tr->dist);
+  int32_t lists = tr->foreach && !zero ? opt->foreach_lists : 0;
   int32_t per_weight = lists + (master ? 1 : 0);
   int32_t *list = mb_arena_array(&b->a, (size_t)g->n_values * (size_t)(per_weight + 1) + 1, sizeof(int32_t));
   if (!list) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
@@ -666,7 +704,7 @@ static int emit_optimizer(emitter *e) {
     int32_t n = 0;
     for (int32_t v = 0; v < g->n_values; v++) {
       if (!ms->trainable_init[v] || !e->reached[v] || ms->rt[v] != dtypes[k]) continue;
-      uint64_t numel = rank_numel(tr, &g->inits[g->values[v].initializer]);
+      uint64_t numel = rank_numel(tr, shards, &g->inits[g->values[v].initializer]);
       int32_t sdt = master ? MB_DTYPE_FLOAT : ms->rt[v];
       if (numel > largest) {
         largest = numel;
@@ -686,7 +724,7 @@ static int emit_optimizer(emitter *e) {
     for (int32_t i = 0; i < n; i++) release(e, 0, list[i], -1);
   }
   int32_t tmps[4], n_tmp = 0;
-  int32_t loop = opt->loop_temps + (tr->foreach ? 0 : opt->single_temps);
+  int32_t loop = zero ? 0 : opt->loop_temps + (tr->foreach ? 0 : opt->single_temps);
   for (int l = 0; l < loop && l < 4 && largest; l++) {
     tmps[n_tmp] = fixed(e, 0, MB_CAT_TEMPORARY, dtype_bytes(largest_dt, largest), "optimizer temporary", 0);
     if (tmps[n_tmp++] < 0) return b->d->status;

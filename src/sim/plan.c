@@ -861,7 +861,7 @@ int mb_plan_build(const mb_model *m, const mb_setup *s, mb_plan **out, mb_diag *
   if (d->status == MB_OK && p->eval_batch && shapes_for_eval(&b) == MB_OK) mb_build_lnodes(&b, MB_MS_EVAL);
   if (d->status == MB_OK) choose_loss(&b);
   if (d->status == MB_OK) mb_emit_step(&b);
-  if (d->status == MB_OK) mb_dist_fsdp_events(&b);
+  if (d->status == MB_OK) mb_dist_events(&b);
   for (int k = 0; k < 3; k++) mb_shapes_free(b.ms[k].shapes);
   mb_arena_destroy(&b.a);
   if (d->status != MB_OK) {

@@ -111,3 +111,58 @@ def test_bad_values(cli, mlp, args, needle):
 def test_not_modelled_yet_is_refused(cli, mlp):
     p = run(cli, "estimate", mlp, "--batch", "2", "--world-size", "2", "--strategy", "fsdp", "--grad-accumulation", "2")
     assert p.returncode == 1 and "not modelled yet" in p.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# DeepSpeed ZeRO (docs/deepspeed.md): partitions of the flat buffers, numel / N rounded up
+# ---------------------------------------------------------------------------------------------
+PART = 4 * (16 + 4 + 12 + 2)   # fp32 elements per rank of fc1.w, fc1.b, fc2.w, fc2.b over 2 ranks
+BUCKET = 1000                   # --reduce-bucket-size (elements; fp32 here)
+
+
+def zero(cli, mlp, stage, *args, optimizer="adamw", b=4):
+    return est(cli, mlp, "--world-size", "2", "--strategy", f"zero{stage}", "--reduce-bucket-size",
+               str(BUCKET), *args, optimizer=optimizer, b=b)
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3])
+def test_zero_levels(cli, mlp, stage):
+    """A rank holds the AdamW states of its partition, one reduction buffer, its gradient
+    partition, and (stage 3) its parameter partition; stage 1 keeps the whole gradients from
+    backward to the optimizer step, stages 2 and 3 drop them into the buffer."""
+    one = est(cli, mlp, optimizer="adamw")
+    got = zero(cli, mlp, stage, "--stage3-param-persistence-threshold", "0")
+    batch = one["level_after_setup"] - PARAMS - 2 * PARAMS
+    params = PART if stage == 3 else PARAMS
+    assert got["optimizer_states"] == 2 * PART
+    assert got["level_after_setup"] == params + 2 * PART + 4 * BUCKET + PART + batch
+    assert got["level_after_backward"] == got["level_after_setup"] + (PARAMS if stage == 1 else 0)
+    assert got["level_after_optimizer"] == got["level_after_setup"]
+
+
+def test_zero_overlap_comm_and_persistent_params(cli, mlp):
+    """overlap_comm: a second buffer in stages 1 and 2; stage 3 keeps parameters of at most the
+    threshold's elements whole (default 1e5: all of this MLP's)."""
+    one, two = zero(cli, mlp, 2), zero(cli, mlp, 2, "--overlap-comm", "1")
+    assert two["level_after_setup"] - one["level_after_setup"] == 4 * BUCKET
+    whole = zero(cli, mlp, 3)
+    assert whole["level_after_setup"] == one["level_after_setup"]
+
+
+def test_zero2_drops_each_gradient_when_the_buffer_fills(cli, mlp):
+    """With a buffer of one element every gradient is reduced and dropped as soon as backward
+    makes it."""
+    p = run(cli, "estimate", mlp, "--batch", "4", *EXACT, "--world-size", "2", "--strategy", "zero2",
+            "--reduce-bucket-size", "1", "--json", "--trace", check=0)
+    import json
+    trace = json.loads(p.stdout)["trace"]
+    grads = [i for i, e in enumerate(trace) if e["category"] == "gradients" and e["phase"] == "backward"
+             and e["event"] == "alloc"]
+    assert len(grads) == 4
+    for i in grads:
+        assert trace[i + 1]["event"] == "free" and trace[i + 1]["storage"] == trace[i]["storage"]
+
+
+def test_zero_needs_master_weights_for_half_parameters(cli, mlp):
+    p = run(cli, "estimate", mlp, "--batch", "2", "--precision", "bf16", "--world-size", "2", "--strategy", "zero2")
+    assert p.returncode == 1 and "master" in p.stderr
