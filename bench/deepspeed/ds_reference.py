@@ -225,7 +225,7 @@ def tables(res):
                       "`*_all_live` on the zoo's PyTorch module" if m["deepspeed_input"] == "live"
                       else "`*_all_cold` with these two counts"))
         out.append("| GPUs (nodes x per node) | stage | offload | DeepSpeed GPU GiB | paper GPU GiB "
-                   "| membudget GPU GiB (to be filled) | DeepSpeed host GiB per node (zero_init=1 / 0) |")
+                   "| membudget GPU GiB | DeepSpeed host GiB per node (zero_init=1 / 0) |")
         out.append("|---|---|---|---:|---:|---:|---:|")
         for t in res["topologies"]:
             rows = by[(m["name"], t["world_size"])]
@@ -253,7 +253,7 @@ def tables(res):
                     pg = g(p["gpu_bytes"])
                     if ds is None:
                         mb = p["membudget_gpu_bytes"]
-                mbs = "_to be filled_" if mb is None else g(mb)
+                mbs = "-" if mb is None else g(mb)
                 out.append("| %s | %s | %s | %s | %s | %s | %s |" % (topo, stage_s, off_s, dsg, pg, mbs, host))
         out.append("")
     return "\n".join(out)
@@ -351,7 +351,7 @@ def main():
                  "the ZeRO-1 rows are the paper's P_os only",
         "gpu_bytes_units": "bytes per GPU; DeepSpeed prints bytes / 2**30 and labels it GB (it is GiB)",
         "cpu_bytes_per_node": "DeepSpeed's 'per CPU' column: host memory of one node (all its ranks)",
-        "membudget_gpu_bytes": "null: to be filled in by membudget's ZeRO per-rank budget (the C side)",
+        "membudget_gpu_bytes": "null until bench/deepspeed/membudget_column.py fills it",
         "topologies": [{"num_nodes": n, "num_gpus_per_node": g, "world_size": n * g} for n, g in TOPOLOGIES],
         "models": models,
         "rows": rows,

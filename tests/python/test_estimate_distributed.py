@@ -166,3 +166,27 @@ def test_zero2_drops_each_gradient_when_the_buffer_fills(cli, mlp):
 def test_zero_needs_master_weights_for_half_parameters(cli, mlp):
     p = run(cli, "estimate", mlp, "--batch", "2", "--precision", "bf16", "--world-size", "2", "--strategy", "zero2")
     assert p.returncode == 1 and "master" in p.stderr
+
+
+@pytest.mark.parametrize("name,dims", [("resnet50", []), ("gpt2_small_like", ["--dim", "sequence=128"]),
+                                       ("bert_base_like", ["--dim", "sequence=128"])])
+@pytest.mark.parametrize("world", [2, 8])
+def test_zero2_model_states_match_deepspeed(cli, name, dims, world):
+    """DeepSpeed 0.19.8's estimate_zero2_model_states_mem_needs (bench/deepspeed/results.json,
+    from DeepSpeed's own function): 2Ψ + 18Ψ/N bytes per GPU for bf16 parameters, fp32 master
+    weights, AdamW states, the gradient partition and the fp32 gradient partition of the step.
+    The simulated rank holds the same, read from its trace."""
+    import json
+    from conftest import MODELS, ROOT
+    ref = json.loads((ROOT / "bench" / "deepspeed" / "results.json").read_text())
+    (row,) = [r for r in ref["rows"] if r["source"] == "deepspeed" and r["stage"] == 2 and r["model"] == name
+              and r["world_size"] == world and r["offload_optimizer"] == "none"]
+    p = run(cli, "estimate", MODELS / f"{name}.onnx", "--batch", "1", *dims, "--precision", "bf16", "--master-weights",
+            "--optimizer", "adamw", "--strategy", "zero2", "--world-size", str(world), "--rounding", "1", "--json",
+            "--trace", check=0)
+    doc = json.loads(p.stdout)
+    b = doc["budget"]
+    parts = sum(e["bytes"] for e in doc["trace"] if e["event"] == "alloc" and e["tensor"] in (
+        "ZeRO gradient partition", "fp32 gradient for the master step"))
+    ours = b["params_trainable"] + b["params_frozen"] + b["embeddings"] + b["master_weights"] + b["optimizer_states"] + parts
+    assert 0 <= ours - row["gpu_bytes"] <= 2 * world
