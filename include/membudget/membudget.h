@@ -601,6 +601,10 @@ typedef struct mb_budget {
                                   * CPU copy, 0, on cuda; device memory with backend cpu) */
   uint64_t teacher_cache;        /* teacher_cache batches of the teacher's outputs */
   uint64_t eval_at_peak[MB_CAT_COUNT]; /* live bytes per mb_category at the evaluation's peak */
+  /* several GPUs (setup key world_size, docs/distributed.md): the budget is one rank's, at its
+   * own batch_size; global_batch_size = batch_size x grad_accumulation x world_size */
+  int64_t world_size;
+  int64_t global_batch_size;
 } mb_budget;
 
 /* On failure the message is in mb_setup_errmsg(setup). */

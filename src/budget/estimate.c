@@ -77,6 +77,8 @@ static void fill(const est *x, int64_t batch, const mb_run *r, const mb_reserved
   bu->mode = MB_MODE_STATIC;
   bu->batch_size = batch;
   bu->grad_accumulation = tr->grad_accumulation;
+  bu->world_size = tr->dist.world_size;
+  bu->global_batch_size = batch * tr->grad_accumulation * tr->dist.world_size;
   bu->peak_phase = r->peak_phase;
   weights(p, tr->rounding, bu);
   bu->buffers = r->persistent[MB_CAT_BUFFER];

@@ -107,6 +107,9 @@ static void print_human(const char *path, const mb_model *m, const mb_model *tea
            (double)b->usable_memory / (double)b->device_memory, mb_fmt_bytes(y, sizeof y, b->usable_memory));
   else
     printf("device   not given (--gpu or --device-memory)\n");
+  if (b->world_size > 1)
+    printf("ranks    %lld: the budget is one rank's at its batch; global batch %lld\n", (long long)b->world_size,
+           (long long)b->global_batch_size);
   printf("batch    %lld%s%s%s", (long long)b->batch_size, units ? " " : "", unit,
          b->solved ? (b->batch_limit && b->batch_size == b->batch_limit ? " (solved: every graph of the graph sizes fits)"
                                                                         : " (solved: the largest that fits)")

@@ -190,3 +190,17 @@ def test_zero2_model_states_match_deepspeed(cli, name, dims, world):
         "ZeRO gradient partition", "fp32 gradient for the master step"))
     ours = b["params_trainable"] + b["params_frozen"] + b["embeddings"] + b["master_weights"] + b["optimizer_states"] + parts
     assert 0 <= ours - row["gpu_bytes"] <= 2 * world
+
+
+def test_python_reads_one_rank(cli):
+    """The binding's Budget: world_size and the global batch, the same peaks as the CLI."""
+    import json
+    from binding_util import membudget
+    from conftest import MODELS
+    opts = {"world_size": 8, "strategy": "ddp", "gradient_as_bucket_view": 1}
+    b = membudget.estimate(MODELS / "resnet18.onnx", batch=16, grad_accumulation=2, options=opts)
+    doc = json.loads(run(cli, "estimate", MODELS / "resnet18.onnx", "--batch", "16", "--grad-accumulation", "2",
+                         "--world-size", "8", "--strategy", "ddp", "--gradient-as-bucket-view", "--json").stdout)
+    assert (b.world_size, b.global_batch_size) == (8, 16 * 2 * 8)
+    assert doc["budget"]["global_batch_size"] == 256
+    assert b.allocated_peak == doc["budget"]["allocated_peak"]

@@ -174,6 +174,9 @@ class Budget:
     ema_stored: int = 0           # EMAModel.store's copy on the device (0 on cuda: a CPU copy)
     teacher_cache: int = 0        # teacher_cache batches of teacher outputs
     eval_at_peak: Mapping[str, int] = field(default_factory=dict)  # per category at the evaluation's peak
+    # several GPUs (options world_size, strategy): the budget is one rank's at batch_size
+    world_size: int = 1
+    global_batch_size: int = 0    # batch_size x grad_accumulation x world_size
     summary: str = field(default="", compare=False, repr=False)
     setup: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     trace: Optional[Tuple[TraceEvent, ...]] = field(default=None, compare=False, repr=False)
@@ -308,6 +311,8 @@ def from_struct(b: _lib.BudgetStruct, setup: Mapping[str, Any],
         eval_batch=b.eval_batch,
         **{name: getattr(b, name) for name in _lib.BUDGET_EVAL_U64_FIELDS},
         eval_at_peak=dict(zip(CATEGORIES, b.eval_at_peak)),
+        world_size=b.world_size or 1,
+        global_batch_size=b.global_batch_size,
         summary=_lib.text(buf.value),
         setup=dict(setup),
         trace=events,

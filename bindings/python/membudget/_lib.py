@@ -159,7 +159,9 @@ _BUDGET_FIELDS: List[Tuple[str, Any]] = (
     # (0: none), then bytes, then live bytes per category at the evaluation's peak
     + [("eval_batch", c_int64)]
     + [(name, c_uint64) for name in BUDGET_EVAL_U64_FIELDS]
-    + [("eval_at_peak", c_uint64 * CAT_COUNT)])
+    + [("eval_at_peak", c_uint64 * CAT_COUNT)]
+    # several GPUs: one rank's budget
+    + [("world_size", c_int64), ("global_batch_size", c_int64)])
 
 # mb_batch_rule, by value
 BATCH_RULES = ("plain", "per_sample", "largest", "quantile")
