@@ -227,7 +227,9 @@ class Budget:
         """The budget as the ``budget`` object of ``membudget estimate --json`` (raw bytes)."""
         d: Dict[str, Any] = {"mode": self.mode, "batch_size": self.batch_size,
                              "grad_accumulation": self.grad_accumulation,
-                             "effective_batch_size": self.effective_batch_size, "solved": self.solved,
+                             "effective_batch_size": self.effective_batch_size,
+                             "world_size": self.world_size, "global_batch_size": self.global_batch_size,
+                             "solved": self.solved,
                              "fits": self.fits, "peak_phase": self.peak_phase}
         for name, _ in BYTE_FIELDS:
             d[name] = getattr(self, name)
