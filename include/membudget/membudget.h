@@ -749,7 +749,8 @@ MB_API int mb_modules_tensor(const mb_modules *modules, size_t i, mb_peak_tensor
  * Adam and AdamW), fused attention (unless already fused), gradient accumulation keeping the
  * effective batch (a given batch, or a minimum that does not fit: the micro-batch divided by
  * the smallest factor that fits, the steps multiplied by it), teacher offload (with a teacher),
- * and, as a what-if that changes what trains, freezing all but a glob (advise_trainable; LoRA
+ * sharding over the setup's world_size ranks (when it has several and no sharding strategy:
+ * FSDP with the checkpoint line's blocks as units, or ZeRO-3, whichever is lower), and, as a what-if that changes what trains, freezing all but a glob (advise_trainable; LoRA
  * adapters when the graph has them, else the last top-level module with parameters). A change
  * that does not apply, fails to simulate or does not lower the device peak gives no line.
  * Lines come largest saving first. */
@@ -757,7 +758,7 @@ typedef struct mb_advice mb_advice;
 typedef enum mb_advice_kind {
   MB_ADVICE_PRECISION = 1, MB_ADVICE_CHECKPOINT = 2, MB_ADVICE_OPTIMIZER = 3,
   MB_ADVICE_ATTENTION = 4, MB_ADVICE_GRAD_ACCUMULATION = 5, MB_ADVICE_TEACHER_OFFLOAD = 6,
-  MB_ADVICE_FREEZE = 7
+  MB_ADVICE_FREEZE = 7, MB_ADVICE_SHARD = 8
 } mb_advice_kind;
 MB_API const char *mb_advice_kind_name(int kind); /* "precision", "checkpoint", ... */
 /* Whether a budget calls for advice: 1 when it does not fit, or when its batch size was given

@@ -31,6 +31,9 @@ typedef struct variant {
   char *ckpt[MAX_GLOBS];
   int n_ckpt;
   char *freeze, *trainable;
+  int strategy;                                         /* -1: unchanged */
+  char *wrap[MAX_GLOBS];                                /* fsdp_wrap globs (borrowed) */
+  int n_wrap;
   const char *argv[MAX_ARGS];
   int argc;
 } variant;
@@ -48,12 +51,13 @@ typedef struct ctx {
   const mb_budget *base;
   mb_advice *out;
   mb_diag *d;
+  variant blocks; /* the checkpoint line's blocks: FSDP's units in the sharding line */
 } ctx;
 
 MB_API const char *mb_advice_kind_name(int kind) {
   static const char *const names[] = {"", "precision", "checkpoint", "optimizer", "attention",
-                                      "grad_accumulation", "teacher_offload", "freeze"};
-  return kind >= 1 && kind <= MB_ADVICE_FREEZE ? names[kind] : "unknown";
+                                      "grad_accumulation", "teacher_offload", "freeze", "shard"};
+  return kind >= 1 && kind <= MB_ADVICE_SHARD ? names[kind] : "unknown";
 }
 
 MB_API int mb_advice_due(const mb_budget *b, const char **reason) {
@@ -72,7 +76,7 @@ MB_API int mb_advice_due(const mb_budget *b, const char **reason) {
 static void init_variant(variant *v, int kind) {
   memset(v, 0, sizeof *v);
   v->kind = kind;
-  v->precision = v->attention = v->optimizer = v->teacher_offload = -1;
+  v->precision = v->attention = v->optimizer = v->teacher_offload = v->strategy = -1;
 }
 
 /* flag, and its value unless NULL (a switch) */
@@ -96,6 +100,11 @@ static void apply(mb_setup *s, const variant *v, saved *sv, char **ckpt, char **
   if (v->teacher_offload >= 0) t->teacher_offload = v->teacher_offload != 0;
   if (v->accumulation > 0) t->grad_accumulation = v->accumulation;
   if (v->batch_min > 0) t->batch_min = v->batch_min;
+  if (v->strategy >= 0) {
+    t->dist.strategy = v->strategy;
+    t->dist.wrap = (char **)v->wrap; /* borrowed: restore() puts the setup's own list back */
+    t->dist.n_wrap = (size_t)v->n_wrap;
+  }
   if (v->n_ckpt && ckpt) { /* the setup's globs, then the variant's (borrowed, not owned) */
     if (t->n_checkpoint) memcpy(ckpt, t->checkpoint, t->n_checkpoint * sizeof *ckpt);
     memcpy(ckpt + t->n_checkpoint, v->ckpt, (size_t)v->n_ckpt * sizeof *ckpt);
@@ -219,6 +228,9 @@ static int consider(ctx *c, const variant *v) {
 }
 
 /* ---- the changes ---- */
+
+/* fp16/bf16 parameters: ZeRO then needs the fp32 master weights (sim/emit.c refuses it) */
+static bool b_pure_half(const mb_train *t) { return t->precision == MB_PREC_FP16 || t->precision == MB_PREC_BF16; }
 
 static int precision(ctx *c) {
   const mb_train *t = &c->s->train;
@@ -555,6 +567,51 @@ static int checkpoint(ctx *c, const mb_modules *mods) {
     if (ok[i] && (best < 0 || at[i].device_peak < at[best].device_peak)) best = i;
   }
   if (best < 0 || at[best].device_peak >= c->base->device_peak) return MB_OK;
+  c->blocks = cand[best];
+  return add_line(c, &cand[best], &at[best], &sol[best], solved[best]);
+}
+
+/* ---- sharding over the ranks the setup already has (world_size) ---- */
+
+/* FSDP2 with the checkpoint line's blocks as units (or the whole model as one), and ZeRO-3
+ * (DeepSpeed gathers module by module), over the same ranks: both simulated, the one with the
+ * lower device peak is the line. */
+static int shard(ctx *c) {
+  const mb_dist_opts *o = &c->s->train.dist;
+  if (o->world_size <= 1 || (o->strategy != MB_STRATEGY_NONE && o->strategy != MB_STRATEGY_DDP)) return MB_OK;
+  const mb_train *t = &c->s->train;
+  char n[16];
+  snprintf(n, sizeof n, "%d", (int)o->world_size);
+  variant cand[2], *v = &cand[0];
+  int n_cand = 1;
+  init_variant(v, MB_ADVICE_SHARD);
+  v->strategy = MB_STRATEGY_FSDP;
+  arg(c, v, "--strategy", "fsdp");
+  for (int i = 0; i < c->blocks.n_ckpt && i < MAX_GLOBS; i++) {
+    v->wrap[v->n_wrap++] = c->blocks.ckpt[i];
+    arg(c, v, "--fsdp-wrap", c->blocks.ckpt[i]);
+  }
+  snprintf(v->title, sizeof v->title, "FSDP (fully_shard) over %s GPUs%s", n, v->n_wrap ? ", a unit per block" : "");
+  snprintf(v->note, sizeof v->note, "parameters, gradients and optimizer states sharded %s ways; each unit gathered "
+           "for its forward and backward", n);
+  if (!b_pure_half(t) || t->master_weights) {
+    v = &cand[n_cand++];
+    init_variant(v, MB_ADVICE_SHARD);
+    v->strategy = MB_STRATEGY_ZERO3;
+    arg(c, v, "--strategy", "zero3");
+    snprintf(v->title, sizeof v->title, "DeepSpeed ZeRO-3 over %s GPUs", n);
+    snprintf(v->note, sizeof v->note, "states, gradients and parameters partitioned; each module gathered as it runs; "
+             "a %lld-element gradient reduction buffer", (long long)o->reduce_bucket_size);
+  }
+  mb_budget at[2], sol[2];
+  bool solved[2];
+  int best = -1;
+  for (int i = 0; i < n_cand; i++) {
+    int rc = simulate(c, &cand[i], &at[i], &sol[i], &solved[i]);
+    if (rc == MB_E_NOMEM) return rc;
+    if (rc == MB_OK && (best < 0 || at[i].device_peak < at[best].device_peak)) best = i;
+  }
+  if (best < 0 || at[best].device_peak >= c->base->device_peak) return MB_OK;
   return add_line(c, &cand[best], &at[best], &sol[best], solved[best]);
 }
 
@@ -648,11 +705,11 @@ int mb_advice_build(const mb_model *m, mb_setup *s, const mb_plan *p, const mb_b
   if (!a) return mb_fail(d, MB_E_NOMEM, "out of memory");
   mb_arena_init(&a->arena);
   a->baseline = *base;
-  ctx c = {m, s, &a->baseline, a, d};
+  ctx c = {.m = m, .s = s, .base = &a->baseline, .out = a, .d = d};
   mb_modules *mods = NULL;
   if (mb_modules_build(p, s, base->batch_size, &mods, d) == MB_OK && precision(&c) == MB_OK &&
       checkpoint(&c, mods) == MB_OK && optimizer(&c) == MB_OK && attention(&c) == MB_OK &&
-      accumulation(&c) == MB_OK && teacher_offload(&c) == MB_OK && freeze(&c, mods) == MB_OK)
+      accumulation(&c) == MB_OK && teacher_offload(&c) == MB_OK && shard(&c) == MB_OK && freeze(&c, mods) == MB_OK)
     qsort(a->lines, (size_t)a->n, sizeof *a->lines, by_saving);
   mb_modules_free(mods);
   if (d->status != MB_OK) {

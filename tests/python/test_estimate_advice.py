@@ -70,6 +70,10 @@ CASES = [
     ("lora", [TRUTH / "hf__llama_lora.onnx", "--gpu", "t4", "--dim", "sequence=512", "--batch", "64"]),
     ("gnn-graphs", [TRUTH / "gnn__gat.onnx", "--device-memory", "2GiB", "--per-sample", "nodes=37,edges=120",
                     "--batch", "4096"]),
+    ("gpt2-ranks", [MODELS / "gpt2_small_like.onnx", "--gpu", "l4", "--dim", "sequence=1024", "--batch", "16",
+                    "--world-size", "8"]),
+    ("llama-ranks", [TRUTH / "hf__llama_lora.onnx", "--gpu", "t4", "--dim", "sequence=512", "--batch", "64",
+                     "--world-size", "4", "--advise"]),
 ]
 
 
@@ -80,6 +84,15 @@ def test_every_line_is_a_separate_estimate(cli, name, args):
     assert kinds and len(kinds) == len(set(kinds))
     peaks = [line["device_peak"] for line in d["advice"]["lines"]]
     assert peaks == sorted(peaks)  # largest saving first
+
+
+def test_sharding_line_with_ranks(cli):
+    """With --world-size N the sharding line is simulated (FSDP with the checkpoint line's blocks
+    as units, or ZeRO-3, whichever is lower); without ranks there is none."""
+    args = [MODELS / "gpt2_small_like.onnx", "--gpu", "l4", "--dim", "sequence=1024", "--batch", "16"]
+    kinds = {line["kind"]: line for line in doc(cli, *args, "--world-size", "8")["advice"]["lines"]}
+    assert kinds["shard"]["flags"] == ["--strategy", "fsdp", "--fsdp-wrap", "h.*"]
+    assert "shard" not in {line["kind"] for line in doc(cli, *args)["advice"]["lines"]}
 
 
 def test_which_lines_apply(cli):

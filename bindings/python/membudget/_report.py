@@ -56,7 +56,7 @@ class Advice:
     micro-batch), ``solved_batch`` the largest batch that fits with the change (0: none; None
     without a device memory). ``what_if`` marks a change of what trains (freezing)."""
 
-    kind: str      # precision, checkpoint, optimizer, attention, grad_accumulation, teacher_offload, freeze
+    kind: str      # precision, checkpoint, optimizer, attention, grad_accumulation, teacher_offload, freeze, shard
     title: str
     note: str
     what_if: bool
