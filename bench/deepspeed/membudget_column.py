@@ -9,10 +9,10 @@ DeepSpeed ZeRO step (bf16 parameters, fp32 master weights, AdamW, no offload) as
   + the fp32 gradient partition the optimizer step makes
   + (stage 1) the whole bf16 gradients, which live until step() frees them
 
-i.e. what DeepSpeed's estimators count; the reduction buffers, gathered ZeRO-3 modules,
-activations, workspaces and context that the budget adds on top are left out here and described
-in docs/deepspeed.md. Rows with offload (not modelled yet) and the Llama-sized case (no graph)
-stay empty. Then redraw the tables:
+i.e. what DeepSpeed's estimators count (with --offload what stays on the device); the reduction
+buffers, gathered ZeRO-3 modules, activations, workspaces and context that the budget adds on top
+are left out here and described in docs/deepspeed.md. The Llama-sized case (no graph) stays
+empty. Then redraw the tables:
 
     python3 bench/deepspeed/membudget_column.py [--cli build/release/membudget]
     python3 bench/deepspeed/ds_reference.py --from-json --doc docs/deepspeed.md
@@ -26,10 +26,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DIMS = {"bert_base_like": ["--dim", "sequence=128"], "gpt2_small_like": ["--dim", "sequence=128"]}
 
 
-def model_states(cli, model, stage, world):
+def model_states(cli, model, stage, world, offload="none"):
     args = [cli, "estimate", os.path.join(ROOT, "models", model + ".onnx"), "--batch", "1", *DIMS.get(model, []),
             "--precision", "bf16", "--master-weights", "--optimizer", "adamw", "--strategy", f"zero{stage}",
-            "--world-size", str(world), "--rounding", "1", "--json", "--trace"]
+            "--world-size", str(world), "--offload", offload, "--rounding", "1", "--json", "--trace"]
     doc = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
     b, trace = doc["budget"], doc["trace"]
     part = sum(e["bytes"] for e in trace if e["event"] == "alloc" and e["tensor"] in (
@@ -47,23 +47,24 @@ def main():
     res = json.load(open(a.out))
     cache = {}
     for r in res["rows"]:
-        if r["model"] == "llama_3.1_8b_sized" or r.get("offload_optimizer") not in (None, "none") or \
-                r.get("offload_param") not in (None, "none"):
+        if r["model"] == "llama_3.1_8b_sized":
             continue
         stage = r["stage"]
         if stage not in (1, 2, 3):
             continue
-        key = (r["model"], stage, r["world_size"])
+        offload = "params" if r.get("offload_param") == "cpu" else \
+            "optimizer" if r.get("offload_optimizer") == "cpu" else "none"
+        key = (r["model"], stage, r["world_size"], offload)
         if key not in cache:
             cache[key] = model_states(a.cli, *key)
         r["membudget_gpu_bytes"] = cache[key]
-    res["membudget_gpu_bytes"] = ("model states of one rank from `membudget estimate --strategy zeroN` "
-                                  "(bench/deepspeed/membudget_column.py); offload rows not modelled yet")
+    res["membudget_gpu_bytes"] = ("model states of one rank on the device from `membudget estimate --strategy zeroN "
+                                  "[--offload optimizer|params]` (bench/deepspeed/membudget_column.py)")
     with open(a.out, "w") as f:
         json.dump(res, f, indent=1)
         f.write("\n")
-    for (m, s, n), v in sorted(cache.items()):
-        print(f"{m:18s} ZeRO-{s} N={n:3d}  {v:>14,d}")
+    for (m, s, n, off), v in sorted(cache.items()):
+        print(f"{m:18s} ZeRO-{s} N={n:3d} offload {off:9s} {v:>14,d}")
 
 
 if __name__ == "__main__":

@@ -425,6 +425,10 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
  *   fsdp_sharding     full_shard | shard_grad_op | no_shard | hybrid_shard      (default full_shard)
  *   fsdp_wrap         GLOB on module paths: a unit per module it names; adds one, "" clears
  *   gpus_per_node     N: hybrid_shard's shard group                             (default 8)
+ *   zero1 | zero2 | zero3 strategies: reduce_bucket_size (elements, default 5e8),
+ *                     overlap_comm (0 | 1), stage3_param_persistence_threshold (default 1e5)
+ *   offload           none | optimizer | params: what lives in host memory (ZeRO-Offload,
+ *                     ZeRO-3 offload_param, FSDP CPUOffload = params)             (default none)
  * Measured mode (mb_measure_*) only:
  *   cuda_device       the CUDA device ordinal to measure                       (default 0)
  *   cuda_runtime      path or file name of libcudart      (default: libcudart.so.13, .12, ...)
@@ -605,6 +609,9 @@ typedef struct mb_budget {
    * own batch_size; global_batch_size = batch_size x grad_accumulation x world_size */
   int64_t world_size;
   int64_t global_batch_size;
+  uint64_t host_memory;          /* offloaded to the host (setup key offload): optimizer states,
+                                  * fp32 master weights and gradients, parameters; not in any
+                                  * device figure */
 } mb_budget;
 
 /* On failure the message is in mb_setup_errmsg(setup). */

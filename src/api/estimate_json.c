@@ -194,8 +194,8 @@ static void json_budget(mb_strbuf *sb, const mb_budget *b) {
   mb_sb_printf(sb, "    \"batch_size\": %lld,\n    \"grad_accumulation\": %lld,\n    \"effective_batch_size\": %lld,\n",
                (long long)b->batch_size, (long long)b->grad_accumulation,
                (long long)(b->batch_size * b->grad_accumulation));
-  mb_sb_printf(sb, "    \"world_size\": %lld,\n    \"global_batch_size\": %lld,\n", (long long)b->world_size,
-               (long long)b->global_batch_size);
+  mb_sb_printf(sb, "    \"world_size\": %lld,\n    \"global_batch_size\": %lld,\n    \"host_memory\": %llu,\n",
+               (long long)b->world_size, (long long)b->global_batch_size, (unsigned long long)b->host_memory);
   mb_sb_printf(sb, "    \"solved\": %s,\n    \"fits\": %s,\n    \"peak_phase\": \"%s\",\n", b->solved ? "true" : "false",
                b->fits < 0 ? "null" : b->fits ? "true" : "false", mb_phase_name(b->peak_phase));
   field(sb, "params_trainable", b->params_trainable, 0);

@@ -79,6 +79,7 @@ static void fill(const est *x, int64_t batch, const mb_run *r, const mb_reserved
   bu->grad_accumulation = tr->grad_accumulation;
   bu->world_size = tr->dist.world_size;
   bu->global_batch_size = batch * tr->grad_accumulation * tr->dist.world_size;
+  bu->host_memory = x->p->host_bytes;
   bu->peak_phase = r->peak_phase;
   weights(p, tr->rounding, bu);
   bu->buffers = r->persistent[MB_CAT_BUFFER];

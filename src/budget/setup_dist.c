@@ -10,7 +10,8 @@
  * DeepSpeed ZeRO (strategy zero1 | zero2 | zero3):
  *   reduce_bucket_size       elements of the gradient reduction buffer          (default 5e8)
  *   overlap_comm             0 | 1: a second buffer in stages 1, 2  (default: 1 in stage 3, else 0)
- *   stage3_param_persistence_threshold  elements: smaller parameters stay whole (default 1e5) */
+ *   stage3_param_persistence_threshold  elements: smaller parameters stay whole (default 1e5)
+ *   offload                  none | optimizer | params: what lives in host memory (default none) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,10 @@ int mb_setup_dist_option(mb_setup *s, const char *key, const char *value, int *r
     x = strtod(value, &end);
     if (*value && end && !*end && x >= 1 && x <= 1e12) o->reduce_bucket_size = (int64_t)x;
     else *rc = bad(s, key, value, "a number of elements in [1, 1e12] (5e8 is DeepSpeed's default)");
+  } else if (!strcmp(key, "offload")) {
+    static const char *const offloads[] = {"none", "optimizer", "params"};
+    if ((k = pick(value, offloads, 3)) >= 0) o->offload = k;
+    else *rc = bad(s, key, value, "one of none, optimizer, params");
   } else if (!strcmp(key, "overlap_comm")) {
     if (!strcmp(value, "1") || !strcmp(value, "true")) o->overlap_comm = 1;
     else if (!strcmp(value, "0") || !strcmp(value, "false")) o->overlap_comm = 0;

@@ -30,7 +30,7 @@ static const struct { const char *flag, *key; } value_flags[] = {
   {"--eval-batch", "eval_batch"}, {"--eval-keep-outputs", "eval_keep_outputs"},
   {"--zero-grad", "zero_grad"}, {"--teacher-cache", "teacher_cache"},
   {"--world-size", "world_size"}, {"--strategy", "strategy"}, {"--bucket-cap-mb", "bucket_cap_mb"},
-  {"--fsdp-sharding", "fsdp_sharding"}, {"--fsdp-wrap", "fsdp_wrap"}, {"--gpus-per-node", "gpus_per_node"},
+  {"--fsdp-sharding", "fsdp_sharding"}, {"--fsdp-wrap", "fsdp_wrap"}, {"--gpus-per-node", "gpus_per_node"}, {"--offload", "offload"},
   {"--reduce-bucket-size", "reduce_bucket_size"}, {"--overlap-comm", "overlap_comm"},
   {"--stage3-param-persistence-threshold", "stage3_param_persistence_threshold"},
 };
@@ -161,6 +161,7 @@ static void print_human(const char *path, const mb_model *m, const mb_model *tea
   add_row(&t, "reserved peak", b->reserved_peak, total);
   add_row(&t, b->mode == MB_MODE_MEASURED ? "context and libraries (measured)" : "CUDA context", b->context, total);
   add_row(&t, "device peak", b->device_peak, total);
+  if (b->host_memory) add_row(&t, "host memory (offloaded; not on the device)", b->host_memory, total);
   mb_cli_eval_rows(&t, b, total);
   mb_table_print(&t, stdout, "");
   mb_table_free(&t);

@@ -320,7 +320,10 @@ int mb_dist_fsdp_events(mb_builder *b) {
       if (owner != k) continue;
       rc = add(b, &w, i > grad_at[k] ? 2 * (int64_t)i + 1 : pos, 0, MB_PHASE_BACKWARD, e->slot);
     }
-    int32_t shard = fixed_slot(b, MB_CAT_GRADIENT, u.grad_shard[k], "FSDP sharded gradients");
+    /* CPUOffload: the reduce-scatter output is copied to the host, where the .grad shard lives */
+    bool host = o->offload == MB_OFFLOAD_PARAMS;
+    if (host) p->host_bytes += u.grad_shard[k];
+    int32_t shard = fixed_slot(b, MB_CAT_GRADIENT, host ? 0 : u.grad_shard[k], "FSDP sharded gradients");
     if (shard < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, shard) || add(b, &w, pos, 0, MB_PHASE_BACKWARD, in)) {
       rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
       break;

@@ -39,7 +39,16 @@ typedef struct mb_dist_opts {
   int64_t reduce_bucket_size;   /* elements of the gradient reduction buffer (default 5e8) */
   int overlap_comm;             /* a second reduction buffer: 1, 0, -1 the stage's default */
   int64_t persistence_threshold; /* ZeRO-3: parameters of at most this many elements stay whole */
+  int offload;                  /* enum mb_offload: what lives in host memory */
 } mb_dist_opts;
+
+enum mb_offload {
+  MB_OFFLOAD_NONE,
+  MB_OFFLOAD_OPTIMIZER, /* ZeRO-Offload: fp32 master, optimizer states and the gradient partition
+                         * on the host, the optimizer step on the CPU */
+  MB_OFFLOAD_PARAMS     /* also the parameters (ZeRO-3 offload_param; FSDP CPUOffload, which
+                         * keeps the sharded parameters, gradients and the step on the CPU) */
+};
 
 static inline bool mb_dist_is_zero(const mb_dist_opts *o) {
   return o->strategy >= MB_STRATEGY_ZERO1 && o->strategy <= MB_STRATEGY_ZERO3;

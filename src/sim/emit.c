@@ -501,6 +501,8 @@ static int dist_supported(const mb_builder *b) {
   if (zero && b->pure && !tr->master_weights)
     return mb_fail(b->d, MB_E_INVALID_ARG, "DeepSpeed ZeRO keeps fp32 master weights of fp16/bf16 parameters: "
                                           "add master_weights (--master-weights)");
+  if (o->offload != MB_OFFLOAD_NONE && !zero && o->strategy != MB_STRATEGY_FSDP)
+    return mb_fail(b->d, MB_E_INVALID_ARG, "offload needs strategy zero1, zero2, zero3 or fsdp");
   if (!zero && (o->strategy != MB_STRATEGY_FSDP || mb_dist_shards(o) <= 1)) return MB_OK;
   const char *what = tr->grad_accumulation > 1 ? "grad_accumulation"
                      : tr->eval.zero_grad == MB_ZERO_GRAD_ZERO ? "zero_grad zero"
@@ -508,6 +510,11 @@ static int dist_supported(const mb_builder *b) {
                      : tr->ema ? "an EMA copy" : !zero && tr->master_weights ? "master weights" : NULL;
   if (what)
     return mb_fail(b->d, MB_E_UNSUPPORTED, "strategy %s with %s is not modelled yet", zero ? "zero" : "fsdp", what);
+  if (o->offload == MB_OFFLOAD_OPTIMIZER && o->strategy == MB_STRATEGY_FSDP)
+    return mb_fail(b->d, MB_E_INVALID_ARG, "offload optimizer: FSDP's CPUOffload moves the parameters too "
+                                          "(offload params)");
+  if (o->offload == MB_OFFLOAD_PARAMS && (o->strategy == MB_STRATEGY_ZERO1 || o->strategy == MB_STRATEGY_ZERO2))
+    return mb_fail(b->d, MB_E_INVALID_ARG, "offload params needs ZeRO-3 (offload_param) or FSDP");
   return MB_OK;
 }
 
@@ -520,12 +527,15 @@ static int zero_buffers(emitter *e, uint64_t grad_part) {
   const mb_dist_opts *o = &b->tr->dist;
   if (!mb_dist_is_zero(o) || !grad_part) return MB_OK;
   int32_t dt = b->pure ? b->low : MB_DTYPE_FLOAT;
+  if (o->offload != MB_OFFLOAD_NONE) /* the partition lives in pinned host memory */
+    b->p->host_bytes += grad_part;
   int overlap = o->overlap_comm >= 0 ? o->overlap_comm : o->strategy == MB_STRATEGY_ZERO3;
   int buffers = o->strategy == MB_STRATEGY_ZERO3 || !overlap ? 1 : 2;
   for (int i = 0; i < buffers; i++)
     if (fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, (uint64_t)o->reduce_bucket_size), "ZeRO gradient reduction buffer", 1) < 0)
       return b->d->status;
-  if (fixed(e, 0, MB_CAT_GRADIENT, grad_part, "ZeRO gradient partition", 1) < 0) return b->d->status;
+  if (o->offload == MB_OFFLOAD_NONE && fixed(e, 0, MB_CAT_GRADIENT, grad_part, "ZeRO gradient partition", 1) < 0)
+    return b->d->status;
   return MB_OK;
 }
 
@@ -593,6 +603,10 @@ static int emit_setup(emitter *e, loss_state *ls) {
       const mb_const_tensor *ct = &g0->inits[g0->values[v].initializer];
       if (tr->dist.strategy == MB_STRATEGY_ZERO3 && (int64_t)ct->numel <= tr->dist.persistence_threshold) continue;
       p->slots[s].fixed = dtype_bytes(b->ms[0].rt[v], rank_numel(tr, shards, ct));
+      if (tr->dist.offload == MB_OFFLOAD_PARAMS) { /* the shard lives on the host */
+        p->host_bytes += p->slots[s].fixed;
+        p->slots[s].fixed = 0;
+      }
     }
   uint64_t grad_part = 0; /* ZeRO: the rank's partition of the gradients */
   /* weights and buffers of both models, as bound by plan.c */
@@ -620,10 +634,15 @@ static int emit_setup(emitter *e, loss_state *ls) {
       }
       grad_part += dtype_bytes(dt, numel);
       int n = mb_optim_states(tr->optimizer, sdims, ct->rank, (int64_t)numel, state_bytes, st);
-      for (int k = 0; k < n; k++)
-        if (fixed(e, 0, MB_CAT_OPTIMIZER, st[k], "optimizer state", 1) < 0) return b->d->status;
-      if (tr->master_weights && b->pure && fixed(e, 0, MB_CAT_MASTER, numel * 4, "fp32 master weight", 1) < 0)
-        return b->d->status;
+      bool host = tr->dist.offload != MB_OFFLOAD_NONE; /* states and master on the host */
+      for (int k = 0; k < n; k++) {
+        if (host) p->host_bytes += st[k];
+        else if (fixed(e, 0, MB_CAT_OPTIMIZER, st[k], "optimizer state", 1) < 0) return b->d->status;
+      }
+      if (tr->master_weights && b->pure) {
+        if (host) p->host_bytes += 2 * numel * 4; /* the master and the fp32 gradients the CPU step reads */
+        else if (fixed(e, 0, MB_CAT_MASTER, numel * 4, "fp32 master weight", 1) < 0) return b->d->status;
+      }
       if (persistent_grads(tr)) {
         int32_t s = fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, numel), ct->name, 1);
         if (s < 0) return b->d->status;
@@ -693,6 +712,7 @@ static int emit_optimizer(emitter *e) {
   int32_t dtypes[4] = {MB_DTYPE_FLOAT, MB_DTYPE_FLOAT16, MB_DTYPE_BFLOAT16, MB_DTYPE_DOUBLE};
   uint64_t largest = 0;
   int32_t largest_dt = MB_DTYPE_FLOAT;
+  if (tr->dist.offload != MB_OFFLOAD_NONE) return MB_OK; /* the step runs on the CPU */
   /* DeepSpeed steps its partition with a fused kernel (FusedAdam): no lists, no temporaries */
   bool zero = mb_dist_is_zero(&tr->dist);
   int32_t shards = mb_dist_state_shards(&tr->dist);

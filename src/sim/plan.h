@@ -66,6 +66,7 @@ typedef struct mb_plan {
   mb_event_rec *ev;
   int32_t n_ev, cap_ev;
   bool states_at_init;  /* optimizer states exist on the first step too */
+  uint64_t host_bytes;  /* offloaded to host memory (dist offload): not device events */
   int64_t eval_batch;   /* the evaluation phase's batch: 0 none, -1 the training batch */
   int32_t step_end;     /* with an evaluation: its first event, zero_grad's (optimizer.step()
                          * has returned; level_after_optimizer is read there) */

@@ -204,3 +204,37 @@ def test_python_reads_one_rank(cli):
     assert (b.world_size, b.global_batch_size) == (8, 16 * 2 * 8)
     assert doc["budget"]["global_batch_size"] == 256
     assert b.allocated_peak == doc["budget"]["allocated_peak"]
+
+
+def test_zero_offload_optimizer(cli, mlp):
+    """ZeRO-Offload: the AdamW states and the gradient partition live in host memory (fp32
+    here: no master copy), the step runs on the CPU; the device keeps the parameters and the
+    reduction buffer."""
+    one = est(cli, mlp, optimizer="adamw")
+    batch = one["level_after_setup"] - 3 * PARAMS
+    got = zero(cli, mlp, 2, "--offload", "optimizer")
+    assert got["host_memory"] == 2 * PART + PART
+    assert got["optimizer_states"] == 0
+    assert got["level_after_setup"] == PARAMS + 4 * BUCKET + batch
+    assert got["level_after_optimizer"] == got["level_after_setup"]
+
+
+def test_fsdp_cpu_offload(cli, mlp):
+    """FSDP CPUOffload: a rank's parameter shards, AdamW states and gradient shards on the host;
+    the device holds the batch and, while a unit runs, its gathered parameters."""
+    one = est(cli, mlp, optimizer="adamw")
+    batch = one["level_after_setup"] - 3 * PARAMS
+    got = est(cli, mlp, "--world-size", "2", "--strategy", "fsdp", "--fsdp-wrap", "fc*", "--offload", "params",
+              optimizer="adamw")
+    assert got["host_memory"] == 4 * (SHARD1 + SHARD2)
+    assert got["level_after_setup"] == batch
+    assert got["level_after_backward"] == batch
+    assert got["allocated_peak"] > batch
+
+
+@pytest.mark.parametrize("args", [["--strategy", "ddp", "--offload", "optimizer"],
+                                  ["--strategy", "zero2", "--offload", "params"],
+                                  ["--strategy", "fsdp", "--offload", "optimizer"]])
+def test_offload_that_does_not_exist_is_refused(cli, mlp, args):
+    p = run(cli, "estimate", mlp, "--batch", "2", "--world-size", "2", *args)
+    assert p.returncode == 1 and "offload" in p.stderr

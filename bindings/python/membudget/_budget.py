@@ -177,6 +177,7 @@ class Budget:
     # several GPUs (options world_size, strategy): the budget is one rank's at batch_size
     world_size: int = 1
     global_batch_size: int = 0    # batch_size x grad_accumulation x world_size
+    host_memory: int = 0          # offloaded to the host (options offload): in no device figure
     summary: str = field(default="", compare=False, repr=False)
     setup: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     trace: Optional[Tuple[TraceEvent, ...]] = field(default=None, compare=False, repr=False)
@@ -229,6 +230,7 @@ class Budget:
                              "grad_accumulation": self.grad_accumulation,
                              "effective_batch_size": self.effective_batch_size,
                              "world_size": self.world_size, "global_batch_size": self.global_batch_size,
+                             "host_memory": self.host_memory,
                              "solved": self.solved,
                              "fits": self.fits, "peak_phase": self.peak_phase}
         for name, _ in BYTE_FIELDS:
@@ -269,7 +271,7 @@ class Budget:
 
 
 _BYTE_NAMES = frozenset([name for name, _ in BYTE_FIELDS] + ["available", "total", "cached_free",
-                                                               "largest_cached_free", "cudnn_workspace"]
+                                                               "largest_cached_free", "cudnn_workspace", "host_memory"]
                         + list(_lib.BUDGET_LEVEL_FIELDS) + list(_lib.BUDGET_EVAL_U64_FIELDS))
 
 
@@ -315,6 +317,7 @@ def from_struct(b: _lib.BudgetStruct, setup: Mapping[str, Any],
         eval_at_peak=dict(zip(CATEGORIES, b.eval_at_peak)),
         world_size=b.world_size or 1,
         global_batch_size=b.global_batch_size,
+        host_memory=b.host_memory,
         summary=_lib.text(buf.value),
         setup=dict(setup),
         trace=events,

@@ -161,7 +161,7 @@ _BUDGET_FIELDS: List[Tuple[str, Any]] = (
     + [(name, c_uint64) for name in BUDGET_EVAL_U64_FIELDS]
     + [("eval_at_peak", c_uint64 * CAT_COUNT)]
     # several GPUs: one rank's budget
-    + [("world_size", c_int64), ("global_batch_size", c_int64)])
+    + [("world_size", c_int64), ("global_batch_size", c_int64), ("host_memory", c_uint64)])
 
 # mb_batch_rule, by value
 BATCH_RULES = ("plain", "per_sample", "largest", "quantile")
