@@ -8,7 +8,6 @@
 #include "api/budget_doc.h"
 #include "api/eval_json.h"
 #include "api/info_summary.h"
-#include "api/versioned.h"
 #include "budget/advice.h"
 #include "budget/context.h"
 #include "budget/estimate.h"
@@ -17,6 +16,7 @@
 #include "sim/optim.h"
 #include "util/format.h"
 #include "util/strbuf.h"
+#include "util/versioned.h"
 
 #define ESTIMATE_SCHEMA_VERSION 1
 

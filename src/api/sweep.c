@@ -18,12 +18,12 @@
 #include <string.h>
 
 #include "api/sweep.h"
-#include "api/versioned.h"
 #include "budget/estimate.h"
 #include "budget/setup.h"
 #include "graph/graph.h"
 #include "sim/plan.h"
 #include "util/strbuf.h"
+#include "util/versioned.h"
 
 #define MB_SWEEP_MAX_POINTS 65536
 

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/versioned.h"
 #include "budget/advice.h"
 #include "budget/estimate.h"
 #include "budget/gpus.h"
@@ -13,6 +12,7 @@
 #include "sim/optim.h"
 #include "util/format.h"
 #include "util/glob.h"
+#include "util/versioned.h"
 
 #define MAX_GLOBS 16
 #define MAX_ARGS (2 * MAX_GLOBS + 8)

@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/versioned.h"
 #include "budget/context.h"
 #include "budget/estimate.h"
 #include "budget/gpus.h"
 #include "budget/reserved.h"
 #include "sim/plan.h"
+#include "util/versioned.h"
 
 #define SEGMENT_ROUND (2u * 1048576u)
 

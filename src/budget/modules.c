@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "budget/modules.h"
-#include "api/versioned.h"
 #include "sim/plan.h"
 #include "util/strmap.h"
+#include "util/versioned.h"
 
 #define MAX_NAME_PATH 1024 /* a longer initializer name is not taken as a module path */
 #define NONE (-1)

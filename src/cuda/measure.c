@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/versioned.h"
 #include "budget/estimate.h"
 #include "cuda/device.h"
 #include "cuda/replay.h"
+#include "util/versioned.h"
 
 #define WS_PRE_HOPPER 8519680u /* the cuBLAS workspace PyTorch uses below sm90 (budget/gpus.c) */
 #define WS_HOPPER 33554432u
