@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "onnx/dtype.h"
+#include "graph/dtype.h"
 #include "onnx/origin.h"
 #include "passes/aten.h"
 

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "budget/estimate.h"
-#include "onnx/dtype.h"
+#include "graph/dtype.h"
 #include "sim/build.h"
 #include "sim/optim.h"
 

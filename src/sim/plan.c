@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shape/infer.h"
-#include "onnx/dtype.h"
+#include "graph/dtype.h"
 #include "onnx/origin.h"
 #include "passes/inference.h"
+#include "shape/infer.h"
 #include "sim/build.h"
 #include "sim/strides.h"
 #include "util/glob.h"
