@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "graph/dtype.h"
-#include "onnx/origin.h"
+#include "graph/origin.h"
 #include "passes/aten.h"
 
 typedef struct matcher {

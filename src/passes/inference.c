@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "graph/dtype.h"
-#include "onnx/origin.h"
+#include "graph/origin.h"
 
 static bool is(const mb_node *n, const char *op) { return !n->domain[0] && !strcmp(n->op_type, op); }
 

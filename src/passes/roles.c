@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "graph/dtype.h"
-#include "onnx/origin.h"
+#include "graph/origin.h"
 #include "util/strmap.h"
 
 /* What an input position of an op means for a constant tensor that feeds it:

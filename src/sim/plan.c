@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "graph/dtype.h"
-#include "onnx/origin.h"
+#include "graph/origin.h"
 #include "passes/inference.h"
 #include "shape/infer.h"
 #include "sim/build.h"
