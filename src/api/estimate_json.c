@@ -248,8 +248,10 @@ static void json_assumed(mb_strbuf *sb, const mb_shapes *sh, const char *model, 
 static int json_batching(mb_strbuf *sb, mb_setup *s, const mb_plan *p, const mb_budget *b, mb_diag *d) {
   mb_shapes *sh[2] = {NULL, NULL};
   const mb_model *models[2] = {p->model, p->teacher};
+  mb_shape_inputs in;
+  mb_setup_shape_inputs(s, &in);
   for (int k = 0; k < 2 && models[k]; k++)
-    if (mb_shapes_run(models[k], s, b->batch_size, &sh[k]) != MB_OK) {
+    if (mb_shapes_run(models[k], &in, b->batch_size, &sh[k]) != MB_OK) {
       mb_fail(d, mb_shapes_status(sh[k]), "%s", mb_shapes_errmsg(sh[k]));
       break;
     }

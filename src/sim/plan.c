@@ -754,7 +754,9 @@ static int shapes_for_plan(mb_builder *b, int model) {
    * A graph-size table of one graph allows no batch of two. */
   int64_t batch = b->tr->batch_max < 2 || mb_setup_batch_limit(b->s) < 2 ||
                   (b->s->batch == 1 && records_aten_ops(ms->m->graph)) ? 1 : 2;
-  if (mb_shapes_run(ms->m, b->s, batch, &ms->shapes) != MB_OK)
+  mb_shape_inputs in;
+  mb_setup_shape_inputs(b->s, &in);
+  if (mb_shapes_run(ms->m, &in, batch, &ms->shapes) != MB_OK)
     return mb_fail(b->d, mb_shapes_status(ms->shapes), "%s%s", model ? "teacher: " : "",
                    mb_shapes_errmsg(ms->shapes));
   ms->g = ms->m->graph;
@@ -775,7 +777,9 @@ static int shapes_for_eval(mb_builder *b) {
     return MB_OK;
   }
   int64_t batch = (eb == 1 && records_aten_ops(ms->m->graph)) || mb_setup_batch_limit(b->s) < 2 ? 1 : 2;
-  if (mb_shapes_run(ms->m, b->s, batch, &ms->shapes) != MB_OK)
+  mb_shape_inputs in;
+  mb_setup_shape_inputs(b->s, &in);
+  if (mb_shapes_run(ms->m, &in, batch, &ms->shapes) != MB_OK)
     return mb_fail(b->d, mb_shapes_status(ms->shapes), "evaluation: %s", mb_shapes_errmsg(ms->shapes));
   ms->t = mb_shapes_tinfo(ms->shapes);
   return MB_OK;
@@ -840,7 +844,9 @@ static int refuse_inference_graph(const mb_model *m, const mb_setup *s, mb_diag 
 
 int mb_plan_build(const mb_model *m, const mb_setup *s, mb_plan **out, mb_diag *d) {
   *out = NULL;
-  if (refuse_inference_graph(m, s, d) != MB_OK || mb_shapes_check_sample_dims(m, s, d) != MB_OK ||
+  mb_shape_inputs in;
+  mb_setup_shape_inputs(s, &in);
+  if (refuse_inference_graph(m, s, d) != MB_OK || mb_shapes_check_sample_dims(m, &in, d) != MB_OK ||
       check_eval_options(s, d) != MB_OK)
     return d->status;
   mb_plan *p = calloc(1, sizeof *p);

@@ -60,9 +60,11 @@ int mb_plan_run(const mb_plan *p, const mb_setup *s, int64_t batch, mb_run *r, u
   static const char *const who[3] = {"", "teacher ", "evaluation "};
   mb_shapes *sh[3] = {NULL, NULL, NULL};
   const mb_tinfo *t[3] = {NULL, NULL, NULL};
+  mb_shape_inputs in;
+  mb_setup_shape_inputs(s, &in);
   for (int k = 0; k < 3 && d->status == MB_OK; k++) {
     if (!models[k]) continue;
-    if (mb_shapes_run(models[k], s, batches[k], &sh[k]) != MB_OK) {
+    if (mb_shapes_run(models[k], &in, batches[k], &sh[k]) != MB_OK) {
       mb_fail(d, mb_shapes_status(sh[k]), "%sat batch %lld: %s", who[k], (long long)batches[k],
               mb_shapes_errmsg(sh[k]));
       break;
