@@ -9,6 +9,7 @@
 #include "budget/estimate.h"
 #include "budget/gpus.h"
 #include "budget/modules.h"
+#include "budget/step.h"
 #include "sim/optim.h"
 #include "util/format.h"
 #include "util/glob.h"
@@ -141,7 +142,7 @@ static int simulate(ctx *c, const variant *v, mb_budget *at, mb_budget *sol, boo
   mb_diag_init(&d);
   mb_plan *p = NULL;
   *solved = false;
-  if (mb_plan_build(c->m, s, &p, &d) == MB_OK) {
+  if (mb_setup_plan_build(c->m, s, &p, &d) == MB_OK) {
     s->batch = v->micro > 0 ? v->micro : c->base->batch_size;
     if (mb_estimate_plan(p, s, at, &d) == MB_OK && s->train.device_memory) {
       s->batch = -1;
@@ -675,7 +676,7 @@ MB_API int mb_advise(const mb_model *m, mb_setup *s, mb_advice **out) {
   mb_diag_init(&d);
   mb_plan *p = NULL;
   mb_budget base;
-  if (mb_plan_build(m, s, &p, &d) == MB_OK && mb_estimate_plan(p, s, &base, &d) == MB_OK)
+  if (mb_setup_plan_build(m, s, &p, &d) == MB_OK && mb_estimate_plan(p, s, &base, &d) == MB_OK)
     mb_advice_build(m, s, p, &base, out, &d);
   mb_plan_free(p);
   if (d.status != MB_OK) snprintf(s->errmsg, sizeof s->errmsg, "%s", d.msg);

@@ -6,32 +6,16 @@
 #include "membudget/membudget.h"
 #include "shape/batching.h"
 #include "shape/inputs.h"
+#include "sim/step.h"
 #include "util/arena.h"
 #include "util/diag.h"
 
-enum mb_precision { MB_PREC_FP32, MB_PREC_AMP_FP16, MB_PREC_AMP_BF16, MB_PREC_FP16, MB_PREC_BF16 };
-enum mb_loss { MB_LOSS_AUTO, MB_LOSS_CE, MB_LOSS_MSE, MB_LOSS_NONE };
 /* cuDNN's convolution workspace per call when not given: a heuristic allowance (docs/allocator.md) */
 #define MB_CUDNN_WORKSPACE_DEFAULT (64u * 1048576u)
 
-/* How the model is trained (mb_setup_set keys; defaults in setup.c). */
-/* Which kernel SDPA runs: auto charges the fused kernel where the graph shows
- * scaled_dot_product_attention (the dynamo exporter's aten op, the TorchScript exporter's
- * q and k^T both scaled by sqrt(scale)) and attention written in Python as the ops it is;
- * fused charges every attention pattern as the fused kernel (what SDPA would keep); eager
- * charges SDPA as its math path. */
-typedef enum mb_attention_mode { MB_ATTENTION_AUTO = 0, MB_ATTENTION_FUSED, MB_ATTENTION_EAGER } mb_attention_mode;
-
-/* Evaluation inside training and the teacher output cache (setup_eval.c). */
-enum mb_zero_grad { MB_ZERO_GRAD_NONE, MB_ZERO_GRAD_ZERO, MB_ZERO_GRAD_NONE_AT_START };
-typedef struct mb_eval_opts {
-  int64_t batch;            /* 0: no evaluation phase; -1: at the training batch; else its size */
-  int zero_grad;            /* enum mb_zero_grad */
-  bool ema_swap;            /* EMAModel.store() + copy_to() around the evaluation */
-  int64_t keep_outputs;     /* batches of outputs the evaluation keeps */
-  int64_t teacher_cache;    /* batches of teacher outputs kept on the device */
-} mb_eval_opts;
-
+/* How the model is trained (mb_setup_set keys; defaults in setup.c). The options the
+ * simulation reads go to it as a step description (sim/step.h, built in step.c), whose enums
+ * (precision, loss, attention, zero_grad) and evaluation options these fields use. */
 typedef struct mb_train {
   int optimizer;            /* enum mb_optimizer (sim/optim.h) */
   int precision;            /* enum mb_precision */

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "budget/estimate.h"
 #include "graph/dtype.h"
 #include "sim/build.h"
 #include "sim/optim.h"
@@ -216,7 +215,7 @@ static int recompute(emitter *e, segment *sg, int32_t id) {
  * both inputs do. */
 static void sum_into_first(emitter *e, int32_t v, int32_t c, int32_t node) {
   int32_t sum = -1;
-  if (e->b->tr->grad_sum_copy || e->gview[v]) {
+  if (e->b->step->grad_sum_copy || e->gview[v]) {
     sum = fresh(e, 0, MB_SZ_VALUE, slot(e, c)->category, v, slot(e, c)->dtype, "gradient sum (out of place)");
     if (sum >= 0) ev(e, 1, 0, sum, node);
   }
@@ -259,7 +258,7 @@ static void deliver(emitter *e, const mb_model_state *ms, int32_t v, int32_t c, 
     e->gexp[v] = expanded;
   } else if (e->gexp[v]) {
     int32_t old = e->gslot[v];
-    if (expanded || e->b->tr->grad_sum_copy) { /* neither is dense (or 1.13): old + new, a fresh tensor */
+    if (expanded || e->b->step->grad_sum_copy) { /* neither is dense (or 1.13): old + new, a fresh tensor */
       int32_t incoming = c;
       c = fresh(e, 0, MB_SZ_VALUE, slot(e, old)->category, v, ms->rt[v], "gradient sum (out of place)");
       if (c >= 0) ev(e, 1, 0, c, node);
@@ -474,7 +473,7 @@ static int batchnorm_counters(emitter *e) {
   mb_builder *b = e->b;
   for (int m = 0; m < 2; m++) {
     const mb_graph *g = b->ms[m].g;
-    if (!g || (m == 1 && !b->tr->teacher)) continue;
+    if (!g || (m == 1 && !b->step->teacher)) continue;
     for (int32_t k = 0; k < g->n_nodes; k++) {
       const mb_node *n = &g->nodes[k];
       if (n->domain[0] || strcmp(n->op_type, "BatchNormalization") || n->n_inputs < 5 || n->inputs[3] < 0) continue;
@@ -488,17 +487,17 @@ static int batchnorm_counters(emitter *e) {
 /* .grad tensors that outlive a step: accumulated over micro-batches, or zeroed in place by
  * zero_grad(set_to_none=False) instead of freed. They exist before backward, which adds into
  * them (AccumulateGrad: variable_grad += new_grad). */
-static bool persistent_grads(const mb_train *tr) {
-  return tr->grad_accumulation > 1 || tr->eval.zero_grad == MB_ZERO_GRAD_ZERO;
+static bool persistent_grads(const mb_step *step) {
+  return step->grad_accumulation > 1 || step->eval.zero_grad == MB_ZERO_GRAD_ZERO;
 }
 
 /* teacher_cache N: the N - 1 batches of teacher outputs cached by earlier steps (this step's
  * outputs join them: emit_step keeps them to the end). Cached targets are inputs of the step. */
 static int teacher_cache(emitter *e) {
   mb_builder *b = e->b;
-  int64_t n = b->tr->eval.teacher_cache;
+  int64_t n = b->step->eval.teacher_cache;
   const mb_model_state *ts = &b->ms[1];
-  if (!n || !b->tr->teacher) return MB_OK;
+  if (!n || !b->step->teacher) return MB_OK;
   for (int32_t i = 0; i < ts->g->n_outputs; i++) {
     int32_t o = ts->g->outputs[i];
     if (o < 0 || ts->host[o] || ts->slot_of[o] < 0 || slot(e, ts->slot_of[o])->rule == MB_SZ_ZERO) continue;
@@ -515,7 +514,7 @@ static int teacher_cache(emitter *e) {
 
 static int emit_setup(emitter *e, loss_state *ls) {
   mb_builder *b = e->b;
-  const mb_train *tr = b->tr;
+  const mb_step *step = b->step;
   mb_plan *p = b->p;
   int32_t n_fixed = p->n_slots;
   /* weights and buffers of both models, as bound by plan.c */
@@ -530,34 +529,34 @@ static int emit_setup(emitter *e, loss_state *ls) {
     int32_t dt = ms->rt[v];
     if (ms->trainable_init[v]) {
       e->owned_first[v] = p->n_slots;
-      int state_bytes = tr->master_weights && b->pure ? 4 : mb_dtype_bits(dt) / 8;
+      int state_bytes = step->master_weights && b->pure ? 4 : mb_dtype_bits(dt) / 8;
       uint64_t st[4];
-      int n = mb_optim_states(tr->optimizer, ct->dims, ct->rank, ct->numel, state_bytes, st);
+      int n = mb_optim_states(step->optimizer, ct->dims, ct->rank, ct->numel, state_bytes, st);
       for (int k = 0; k < n; k++)
         if (fixed(e, 0, MB_CAT_OPTIMIZER, st[k], "optimizer state", 1) < 0) return b->d->status;
-      if (tr->master_weights && b->pure && fixed(e, 0, MB_CAT_MASTER, ct->numel * 4, "fp32 master weight", 1) < 0)
+      if (step->master_weights && b->pure && fixed(e, 0, MB_CAT_MASTER, ct->numel * 4, "fp32 master weight", 1) < 0)
         return b->d->status;
-      if (persistent_grads(tr)) {
+      if (persistent_grads(step)) {
         int32_t s = fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, ct->numel), ct->name, 1);
         if (s < 0) return b->d->status;
         e->pgrad[v] = s;
       }
       e->owned_n[v] = p->n_slots - e->owned_first[v];
     }
-    if (tr->ema && !ms->host[v] && mb_dtype_is_float(ct->dtype) &&
+    if (step->ema && !ms->host[v] && mb_dtype_is_float(ct->dtype) &&
         fixed(e, 0, MB_CAT_EMA, dtype_bytes(dt, ct->numel), "EMA copy", 1) < 0)
       return b->d->status;
   }
   /* torch.optim's step counters: a 4-byte tensor per parameter, on the CPU unless the step is
    * capturable or fused, so device memory only when the model trains on the CPU */
-  if (tr->cpu && mb_optim_get(tr->optimizer)->step_tensor)
+  if (step->cpu && mb_optim_get(step->optimizer)->step_tensor)
     for (int32_t v = 0; v < g->n_values; v++)
       if (ms->trainable_init[v] && fixed(e, 0, MB_CAT_OPTIMIZER, 4, "optimizer step", 1) < 0) return b->d->status;
   if (batchnorm_counters(e) != MB_OK) return b->d->status;
   bool gemm = false;
   for (int m = 0; m < 2; m++)
     for (int32_t i = 0; i < b->ms[m].n_ln; i++) gemm |= (b->ms[m].ln[i].r->flags & MB_GF_CUBLAS) != 0;
-  if (tr->teacher && tr->teacher_offload) {
+  if (step->teacher && step->teacher_offload) {
     const mb_model_state *ts = &b->ms[1];
     for (int32_t k = 0; k < ts->g->n_nodes; k++) {
       uint64_t layer = 0;
@@ -572,7 +571,7 @@ static int emit_setup(emitter *e, loss_state *ls) {
     if (fixed(e, 1, MB_CAT_TEACHER, largest_teacher_layer, "teacher layer on the device", 1) < 0) return b->d->status;
   }
   if (teacher_cache(e) != MB_OK) return b->d->status;
-  uint64_t ws = mb_train_workspace(tr);
+  uint64_t ws = step->workspace;
   if (gemm && ws) {
     /* forward GEMMs run on the main thread, backward ones on autograd's: two handles */
     if (fixed(e, 0, MB_CAT_WORKSPACE, ws, "cuBLAS workspace (forward thread)", 1) < 0 ||
@@ -596,16 +595,16 @@ static int emit_setup(emitter *e, loss_state *ls) {
 
 static int emit_optimizer(emitter *e) {
   mb_builder *b = e->b;
-  const mb_train *tr = b->tr;
-  const mb_optim_def *opt = mb_optim_get(tr->optimizer);
+  const mb_step *step = b->step;
+  const mb_optim_def *opt = mb_optim_get(step->optimizer);
   const mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
-  bool master = tr->master_weights && b->pure;
+  bool master = step->master_weights && b->pure;
   /* foreach groups tensors by dtype; each group's lists are freed before the next group */
   int32_t dtypes[4] = {MB_DTYPE_FLOAT, MB_DTYPE_FLOAT16, MB_DTYPE_BFLOAT16, MB_DTYPE_DOUBLE};
   uint64_t largest = 0;
   int32_t largest_dt = MB_DTYPE_FLOAT;
-  int32_t lists = tr->foreach ? opt->foreach_lists : 0;
+  int32_t lists = step->foreach ? opt->foreach_lists : 0;
   int32_t per_weight = lists + (master ? 1 : 0);
   int32_t *list = mb_arena_array(&b->a, (size_t)g->n_values * (size_t)(per_weight + 1) + 1, sizeof(int32_t));
   if (!list) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
@@ -633,7 +632,7 @@ static int emit_optimizer(emitter *e) {
     for (int32_t i = 0; i < n; i++) release(e, 0, list[i], -1);
   }
   int32_t tmps[4], n_tmp = 0;
-  int32_t loop = opt->loop_temps + (tr->foreach ? 0 : opt->single_temps);
+  int32_t loop = opt->loop_temps + (step->foreach ? 0 : opt->single_temps);
   for (int l = 0; l < loop && l < 4 && largest; l++) {
     tmps[n_tmp] = fixed(e, 0, MB_CAT_TEMPORARY, dtype_bytes(largest_dt, largest), "optimizer temporary", 0);
     if (tmps[n_tmp++] < 0) return b->d->status;
@@ -660,7 +659,7 @@ static int by_until(const void *a, const void *b) {
  * batch stays referenced by the loop. */
 static int emit_eval(emitter *e) {
   mb_builder *b = e->b;
-  const mb_train *tr = b->tr;
+  const mb_step *step = b->step;
   mb_plan *p = b->p;
   const mb_model_state *ms = &b->ms[0];
   mb_model_state *es = &b->ms[MB_MS_EVAL];
@@ -668,7 +667,7 @@ static int emit_eval(emitter *e) {
   e->dup = NULL;
   p->step_end = p->n_ev;
   /* zero_grad(set_to_none=True), the step's last act: every .grad goes (a storage once) */
-  if (tr->eval.zero_grad == MB_ZERO_GRAD_NONE) {
+  if (step->eval.zero_grad == MB_ZERO_GRAD_NONE) {
     bool *gone = mb_arena_array(&b->a, (size_t)p->n_slots + 1, sizeof(bool));
     if (!gone) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
     for (int32_t v = 0; v < g->n_values; v++) {
@@ -681,7 +680,7 @@ static int emit_eval(emitter *e) {
   e->phase = MB_PHASE_EVAL;
   /* ema.store: a copy of every parameter (model.parameters(): trainable or not) */
   int32_t first_store = p->n_slots, n_store = 0;
-  if (tr->eval.ema_swap && tr->cpu)
+  if (step->eval.ema_swap && step->cpu)
     for (int32_t v = 0; v < g->n_values; v++) {
       int32_t w = g->values[v].kind == MB_VALUE_INITIALIZER ? ms->slot_of[v] : -1;
       if (w < 0 || slot(e, w)->rule != MB_SZ_FIXED ||
@@ -693,7 +692,7 @@ static int emit_eval(emitter *e) {
       n_store++;
     }
   /* outputs kept from the evaluation's earlier batches */
-  int64_t keep = tr->eval.keep_outputs;
+  int64_t keep = step->eval.keep_outputs;
   int32_t first_kept = p->n_slots, n_kept = 0;
   for (int32_t i = 0; i < g->n_outputs && keep > 0; i++) {
     int32_t o = g->outputs[i];
@@ -758,12 +757,12 @@ int mb_emit_step(mb_builder *b) {
 
   mb_hold *holds[2] = {NULL, NULL};
   int32_t n_holds[2] = {0, 0}, next;
-  for (int k = 0; k < (b->tr->teacher ? 2 : 1); k++) {
+  for (int k = 0; k < (b->step->teacher ? 2 : 1); k++) {
     if (mb_module_holds(b, k, &holds[k], &n_holds[k]) != MB_OK) return b->d->status;
     if (n_holds[k] > 1) qsort(holds[k], (size_t)n_holds[k], sizeof(mb_hold), by_until);
   }
 
-  if (b->tr->teacher) {
+  if (b->step->teacher) {
     e.phase = MB_PHASE_TEACHER;
     mb_model_state *ts = &b->ms[1];
     for (int32_t i = 0; i < ts->g->n_outputs; i++) hold(&e, ts->slot_of[ts->g->outputs[i]]);
@@ -793,7 +792,7 @@ int mb_emit_step(mb_builder *b) {
 
   e.phase = MB_PHASE_BACKWARD;
   if (loss_backward(&e, &ls) != MB_OK) return b->d->status;
-  if (b->tr->teacher && !b->tr->eval.teacher_cache) { /* with a cache they stay: emit_step_end */
+  if (b->step->teacher && !b->step->eval.teacher_cache) { /* with a cache they stay: emit_step_end */
     mb_model_state *ts = &b->ms[1];
     for (int32_t i = 0; i < ts->g->n_outputs; i++) release(&e, 1, ts->slot_of[ts->g->outputs[i]], -1);
   }
@@ -827,7 +826,7 @@ int mb_emit_step(mb_builder *b) {
   if (!reached) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   for (int32_t v = 0; v < g->n_values; v++) {
     if (!ms->trainable_init[v]) continue;
-    bool got = persistent_grads(b->tr) ? e.reached_any[v] : e.pgrad[v] >= 0;
+    bool got = persistent_grads(b->step) ? e.reached_any[v] : e.pgrad[v] >= 0;
     reached[v] = got;
     if (got) b->p->slots[ms->slot_of[v]].has_grad = true;
     else for (int32_t k = 0; k < e.owned_n[v]; k++) b->p->slots[e.owned_first[v] + k].rule = MB_SZ_ZERO;
@@ -835,9 +834,9 @@ int mb_emit_step(mb_builder *b) {
   e.phase = MB_PHASE_OPTIMIZER;
   e.reached = reached;
   if (emit_optimizer(&e) != MB_OK) return b->d->status;
-  b->p->states_at_init = mb_optim_get(b->tr->optimizer)->states_at_init;
-  if (b->tr->eval.batch && emit_eval(&e) != MB_OK) return b->d->status;
-  if (b->tr->teacher && b->tr->eval.teacher_cache) { /* this step's entry of the cache: the step ends */
+  b->p->states_at_init = mb_optim_get(b->step->optimizer)->states_at_init;
+  if (b->step->eval.batch && emit_eval(&e) != MB_OK) return b->d->status;
+  if (b->step->teacher && b->step->eval.teacher_cache) { /* this step's entry of the cache: the step ends */
     mb_model_state *ts = &b->ms[1];
     for (int32_t i = 0; i < ts->g->n_outputs; i++) release(&e, 1, ts->slot_of[ts->g->outputs[i]], -1);
   }

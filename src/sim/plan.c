@@ -88,10 +88,10 @@ static int bind_leaves(mb_builder *b, int model) {
       int32_t r = role[val->initializer];
       ms->rt[v] = device_dtype(b, ct->dtype);
       bool trains = model == 0 && (r == MB_ROLE_PARAMETER || r == MB_ROLE_EMBEDDING) &&
-                    mb_setup_trains(b->s, ct->name);
+                    mb_trains(&b->step->trains, ct->name);
       ms->rg[v] = ms->trainable_init[v] = trains;
       ms->host[v] = r == MB_ROLE_CONSTANT && ct->numel <= 64;
-      bool offloaded = model == 1 && b->tr->teacher_offload;
+      bool offloaded = model == 1 && b->step->teacher_offload;
       int rule = ms->host[v] || offloaded ? MB_SZ_ZERO : MB_SZ_FIXED;
       int32_t sl = mb_slot_new(b, model, rule, category_of_role(r, model), v, ms->rt[v], ct->name);
       if (sl < 0) return b->d->status;
@@ -257,14 +257,14 @@ static int stats_slot(mb_builder *b, int model, mb_lnode *ln, int stats, bool ha
       break;
     case MB_STATS_INDICES_OUT: ref = y; dtype = MB_DTYPE_INT64; name = "max-pool indices"; break;
     case MB_STATS_MASK_IN:
-      dtype = b->tr->cpu && x >= 0 ? ms->rt[x] : MB_DTYPE_BOOL; /* CPU: the noise, see above */
+      dtype = b->step->cpu && x >= 0 ? ms->rt[x] : MB_DTYPE_BOOL; /* CPU: the noise, see above */
       name = "dropout mask";
       break;
     case MB_STATS_LSE:
       /* CUDA's memory-efficient kernel (fp32) pads rows to 32; flash (fp16/bf16) and the CPU
        * kernel do not */
       rule = MB_SZ_LSE;
-      axis = !b->tr->cpu && x >= 0 && ms->rt[x] == MB_DTYPE_FLOAT && ln->in_slot[0] >= 0 &&
+      axis = !b->step->cpu && x >= 0 && ms->rt[x] == MB_DTYPE_FLOAT && ln->in_slot[0] >= 0 &&
              b->p->slots[ln->in_slot[0]].dtype == MB_DTYPE_FLOAT ? 32 : 0;
       name = "attention logsumexp";
       break;
@@ -347,7 +347,7 @@ static int64_t *result_strides(mb_builder *b, const mb_model_state *ms, const mb
   int64_t st[64];
   if (y->rank <= 1 || y->rank > 64) return NULL;
   bool sdpa = ln->rule == MB_G_FUSED_ATTENTION || ln->rule == MB_G_ATTENTION || ln->rule == MB_G_SDPA;
-  if (sdpa && !b->tr->cpu && y->rank == 4) {
+  if (sdpa && !b->step->cpu && y->rank == 4) {
     static const int32_t blhd[4] = {0, 2, 1, 3};
     mb_strides_dense_order(y->dims, blhd, 4, st);
     return keep_strides(b, ms, o, st);
@@ -502,7 +502,7 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     ms->rt[o] = mb_dtype_is_float(od) ? out_float : od;
     /* CPU dropout multiplies by a noise tensor of the input's dtype where CUDA's
      * native_dropout keeps a bool mask; that noise is what backward keeps */
-    if (j == 1 && ln->rule == MB_G_DROPOUT && b->tr->cpu && ln->in[0] >= 0) ms->rt[o] = ms->rt[ln->in[0]];
+    if (j == 1 && ln->rule == MB_G_DROPOUT && b->step->cpu && ln->in[0] >= 0) ms->rt[o] = ms->rt[ln->in[0]];
     ms->rg[o] = ln->record && mb_dtype_is_float(od);
     ms->host[o] = host;
     if (j == 0 && scatters_in_place(ms, ln)) {
@@ -618,7 +618,7 @@ static bool if_aliases(const mb_graph *g, const mb_node *n) {
  * "encoder.layer.3") or, starting with '/', by the scope form of TorchScript node names
  * ("/layers.*"). key receives the module's scope prefix. */
 static int segment_key(const mb_builder *b, const char *scope, char *key, size_t size) {
-  if (!scope || scope[0] != '/' || !b->tr->n_checkpoint) return 0;
+  if (!scope || scope[0] != '/' || !b->step->n_checkpoint) return 0;
   size_t end = (size_t)(strrchr(scope, '/') - scope);
   for (size_t i = 1; i <= end && i < size; i++) {
     if (scope[i] != '/') continue;
@@ -626,8 +626,8 @@ static int segment_key(const mb_builder *b, const char *scope, char *key, size_t
     key[i] = '\0';
     char dotted[512];
     bool have_dotted = mb_origin_module_of_scope(scope, i, dotted, sizeof dotted);
-    for (size_t k = 0; k < b->tr->n_checkpoint; k++) {
-      const char *glob = b->tr->checkpoint[k];
+    for (size_t k = 0; k < b->step->n_checkpoint; k++) {
+      const char *glob = b->step->checkpoint[k];
       if (glob[0] == '/' ? mb_glob_match(glob, key) : have_dotted && mb_glob_match(glob, dotted)) return 1;
     }
   }
@@ -673,9 +673,9 @@ int mb_build_lnodes(mb_builder *b, int model) {
   wcache *wc = ms->wc = mb_arena_array(&b->a, (size_t)g->n_inits + 1, sizeof(wcache));
   if (!ms->slot_of || !ms->rt || !ms->rg || !ms->host || !ms->trainable_init || !ms->strides || !ms->ln || !wc)
     return mb_fail(b->d, MB_E_NOMEM, "out of memory");
-  mb_fuse_options fo = {.fuse_attention = b->tr->attention != MB_ATTENTION_EAGER,
-                        .sdpa_signature_only = b->tr->attention == MB_ATTENTION_AUTO,
-                        .transformers_eager = !b->tr->transformers_as_exported, .cpu = b->tr->cpu};
+  mb_fuse_options fo = {.fuse_attention = b->step->attention != MB_ATTENTION_EAGER,
+                        .sdpa_signature_only = b->step->attention == MB_ATTENTION_AUTO,
+                        .transformers_eager = !b->step->transformers_as_exported, .cpu = b->step->cpu};
   if (mb_fuse(g, ms->t, &fo, &b->a, &ms->fusion) != MB_OK)
     return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   if (bind_leaves(b, model) != MB_OK) return b->d->status;
@@ -752,11 +752,9 @@ static int shapes_for_plan(mb_builder *b, int model) {
    * transposed [1, H, L, D] without a copy). A TorchScript graph hides .contiguous() calls
    * (nn.MultiheadAttention's in torch 1.13 copy at batch 1 too), so batch 2 stays its plan.
    * A graph-size table of one graph allows no batch of two. */
-  int64_t batch = b->tr->batch_max < 2 || mb_setup_batch_limit(b->s) < 2 ||
-                  (b->s->batch == 1 && records_aten_ops(ms->m->graph)) ? 1 : 2;
-  mb_shape_inputs in;
-  mb_setup_shape_inputs(b->s, &in);
-  if (mb_shapes_run(ms->m, &in, batch, &ms->shapes) != MB_OK)
+  int64_t batch = b->step->batch_max < 2 || mb_batching_limit(b->step->shapes.batching) < 2 ||
+                  (b->step->batch == 1 && records_aten_ops(ms->m->graph)) ? 1 : 2;
+  if (mb_shapes_run(ms->m, &b->step->shapes, batch, &ms->shapes) != MB_OK)
     return mb_fail(b->d, mb_shapes_status(ms->shapes), "%s%s", model ? "teacher: " : "",
                    mb_shapes_errmsg(ms->shapes));
   ms->g = ms->m->graph;
@@ -771,33 +769,30 @@ static int shapes_for_eval(mb_builder *b) {
   mb_model_state *ms = &b->ms[MB_MS_EVAL], *train = &b->ms[0];
   ms->m = train->m;
   ms->g = train->g;
-  int64_t eb = b->tr->eval.batch;
+  int64_t eb = b->step->eval.batch;
   if (eb < 0) {
     ms->t = train->t;
     return MB_OK;
   }
-  int64_t batch = (eb == 1 && records_aten_ops(ms->m->graph)) || mb_setup_batch_limit(b->s) < 2 ? 1 : 2;
-  mb_shape_inputs in;
-  mb_setup_shape_inputs(b->s, &in);
-  if (mb_shapes_run(ms->m, &in, batch, &ms->shapes) != MB_OK)
+  int64_t batch = (eb == 1 && records_aten_ops(ms->m->graph)) || mb_batching_limit(b->step->shapes.batching) < 2 ? 1 : 2;
+  if (mb_shapes_run(ms->m, &b->step->shapes, batch, &ms->shapes) != MB_OK)
     return mb_fail(b->d, mb_shapes_status(ms->shapes), "evaluation: %s", mb_shapes_errmsg(ms->shapes));
   ms->t = mb_shapes_tinfo(ms->shapes);
   return MB_OK;
 }
 
 /* Options that need another one to mean anything. */
-static int check_eval_options(const mb_setup *s, mb_diag *d) {
-  const mb_train *tr = &s->train;
-  const mb_eval_opts *e = &tr->eval;
+static int check_eval_options(const mb_step *step, mb_diag *d) {
+  const mb_eval_opts *e = &step->eval;
   if (!e->batch && e->ema_swap)
     return mb_fail(d, MB_E_INVALID_ARG, "ema_swap swaps the EMA weights in for an evaluation: give one with "
                    "eval_batch (--eval-batch N, or train for the training batch)");
   if (!e->batch && e->keep_outputs)
     return mb_fail(d, MB_E_INVALID_ARG, "eval_keep_outputs keeps an evaluation's outputs: give one with "
                    "eval_batch (--eval-batch N, or train for the training batch)");
-  if (e->ema_swap && !tr->ema)
+  if (e->ema_swap && !step->ema)
     return mb_fail(d, MB_E_INVALID_ARG, "ema_swap needs EMA weights to swap in: set ema (--ema)");
-  if (e->teacher_cache && !tr->teacher)
+  if (e->teacher_cache && !step->teacher)
     return mb_fail(d, MB_E_INVALID_ARG, "teacher_cache keeps a teacher's outputs: give a teacher (--teacher)");
   return MB_OK;
 }
@@ -812,7 +807,7 @@ static int choose_loss(mb_builder *b) {
     return mb_fail(b->d, MB_E_UNSUPPORTED, "the model has no floating-point output for a loss to read");
   const mb_tinfo *y = &ms->t[b->loss_out];
   const char *name = g->values[b->loss_out].name;
-  b->loss = b->tr->loss;
+  b->loss = b->step->loss;
   if (b->loss == MB_LOSS_AUTO) b->loss = mb_tinfo_numel(y) <= 1 ? MB_LOSS_NONE : MB_LOSS_CE;
   if (b->loss == MB_LOSS_NONE && mb_tinfo_numel(y) > 1)
     return mb_fail(b->d, MB_E_INVALID_ARG,
@@ -831,8 +826,8 @@ static int choose_loss(mb_builder *b) {
 
 /* A graph exported for inference is not a training step: say what was found and how to export
  * one, unless the caller accepts the graph as it is. */
-static int refuse_inference_graph(const mb_model *m, const mb_setup *s, mb_diag *d) {
-  if (!m->n_inference_signs || s->train.accept_inference_graph) return MB_OK;
+static int refuse_inference_graph(const mb_model *m, const mb_step *step, mb_diag *d) {
+  if (!m->n_inference_signs || step->accept_inference_graph) return MB_OK;
   char found[1024];
   mb_inference_signs_describe(m, found, sizeof found);
   return mb_fail(d, MB_E_UNSUPPORTED,
@@ -842,28 +837,26 @@ static int refuse_inference_graph(const mb_model *m, const mb_setup *s, mb_diag 
                  "with accept_inference_graph (--accept-inference-graph)", found);
 }
 
-int mb_plan_build(const mb_model *m, const mb_setup *s, mb_plan **out, mb_diag *d) {
+int mb_plan_build(const mb_model *m, const mb_step *step, mb_plan **out, mb_diag *d) {
   *out = NULL;
-  mb_shape_inputs in;
-  mb_setup_shape_inputs(s, &in);
-  if (refuse_inference_graph(m, s, d) != MB_OK || mb_shapes_check_sample_dims(m, &in, d) != MB_OK ||
-      check_eval_options(s, d) != MB_OK)
+  if (refuse_inference_graph(m, step, d) != MB_OK || mb_shapes_check_sample_dims(m, &step->shapes, d) != MB_OK ||
+      check_eval_options(step, d) != MB_OK)
     return d->status;
   mb_plan *p = calloc(1, sizeof *p);
   if (!p) return mb_fail(d, MB_E_NOMEM, "out of memory");
-  mb_builder b = {.p = p, .s = s, .tr = &s->train, .d = d};
+  mb_builder b = {.p = p, .step = step, .d = d};
   mb_arena_init(&b.a);
-  int prec = b.tr->precision;
+  int prec = b.step->precision;
   b.amp = prec == MB_PREC_AMP_FP16 || prec == MB_PREC_AMP_BF16;
   b.pure = prec == MB_PREC_FP16 || prec == MB_PREC_BF16;
   b.low = prec == MB_PREC_AMP_FP16 || prec == MB_PREC_FP16 ? MB_DTYPE_FLOAT16
         : prec == MB_PREC_FP32 ? 0 : MB_DTYPE_BFLOAT16;
   p->model = b.ms[0].m = m;
-  p->teacher = b.ms[1].m = b.tr->teacher;
-  int n_models = b.tr->teacher ? 2 : 1;
+  p->teacher = b.ms[1].m = b.step->teacher;
+  int n_models = b.step->teacher ? 2 : 1;
   for (int k = 0; k < n_models && d->status == MB_OK; k++)
     if (shapes_for_plan(&b, k) == MB_OK) mb_build_lnodes(&b, k);
-  p->eval_batch = b.tr->eval.batch;
+  p->eval_batch = b.step->eval.batch;
   if (d->status == MB_OK && p->eval_batch && shapes_for_eval(&b) == MB_OK) mb_build_lnodes(&b, MB_MS_EVAL);
   if (d->status == MB_OK) choose_loss(&b);
   if (d->status == MB_OK) mb_emit_step(&b);
