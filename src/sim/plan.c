@@ -292,9 +292,6 @@ static void keep(mb_lnode *ln, int32_t slot) {
   if (ln->n_saved < MB_LN_MAX_SAVED) ln->saved[ln->n_saved++] = slot;
 }
 
-/* ---- autocast weight-cast cache: one low-precision copy per trainable weight ---- */
-
-
 /* ---- one logical node ---- */
 
 static int32_t known_float(const mb_model_state *ms, int32_t v, double *out) {
@@ -384,10 +381,8 @@ static bool scatters_in_place(const mb_model_state *ms, const mb_lnode *ln) {
   return is_op(&ms->g->nodes[p], "ConstantOfShape");
 }
 
-static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t *n_wc) {
-  mb_model_state *ms = &b->ms[model];
-  const mb_graph *g = ms->g;
-  const mb_node *n = &g->nodes[ln->node];
+/* The per-input and per-output arrays of a logical node, in the builder's arena. */
+static int alloc_lnode(mb_builder *b, mb_lnode *ln) {
   mb_arena *a = &b->a;
   ln->in_slot = mb_arena_array(a, (size_t)ln->n_in + 1, sizeof(int32_t));
   ln->cast_slot = mb_arena_array(a, (size_t)ln->n_in + 1, sizeof(int32_t));
@@ -397,9 +392,12 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
   if (!ln->in_slot || !ln->cast_slot || !ln->src_slot || !ln->out_slot || !ln->out_new)
     return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   ln->stats_slot[0] = ln->stats_slot[1] = -1;
-  const mb_grad_rule *r = ln->r = mb_grad_rule_of(ln->rule);
+  ln->r = mb_grad_rule_of(ln->rule);
+  return MB_OK;
+}
 
-  /* host values: shape arithmetic and Python scalars live on the CPU in PyTorch */
+/* Host values: shape arithmetic and Python scalars live on the CPU in PyTorch. */
+static bool runs_on_host(const mb_model_state *ms, const mb_node *n, const mb_lnode *ln) {
   bool all_host = true, any_in = false;
   for (int32_t i = 0; i < ln->n_in; i++)
     if (ln->in[i] >= 0) {
@@ -408,18 +406,61 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     }
   bool host_op = is_op(n, "Shape") || is_op(n, "Size");
   bool small_out = ln->n_out >= 1 && ln->out[0] >= 0 && plan_numel(ms, ln->out[0]) <= 64;
-  bool host = host_op || (is_op(n, "Constant") && small_out) || (any_in && all_host && small_out);
+  return host_op || (is_op(n, "Constant") && small_out) || (any_in && all_host && small_out);
+}
 
-  /* does autograd record it? */
+/* Does autograd record it? Some float input requires grad, and the op is differentiable and
+ * not run on a detached tensor. */
+static bool autograd_records(const mb_model_state *ms, const mb_lnode *ln) {
   bool record = false;
   for (int32_t i = 0; i < ln->n_in; i++) {
     int32_t v = ln->in[i];
     if (v >= 0 && ms->rg[v] && mb_dtype_is_float(ms->t[v].dtype)) record = true;
   }
-  if ((r->flags & MB_GF_NONDIFF) || ln->detached) record = false;
-  ln->record = record && model == 0;
+  return record && !(ln->r->flags & MB_GF_NONDIFF) && !ln->detached;
+}
 
-  /* dtypes under the precision; autocast casts */
+/* Input i read through a fresh copy of dtype (or layout) `dtype`: the node reads the copy,
+ * made from the storage it read before. */
+static int copy_input(mb_builder *b, int model, mb_lnode *ln, int32_t i, int32_t dtype, const char *why) {
+  int32_t c = mb_slot_new(b, model, MB_SZ_VALUE, MB_CAT_TEMPORARY, ln->in[i], dtype, why);
+  if (c < 0) return b->d->status;
+  ln->src_slot[i] = ln->in_slot[i];
+  ln->in_slot[i] = ln->cast_slot[i] = c;
+  return MB_OK;
+}
+
+/* Autocast casts input i of a node to `want`. A trainable weight's cast is cached until
+ * autocast exits: one copy per weight, made by the first node that reads it. */
+static int autocast_input(mb_builder *b, int model, mb_lnode *ln, int32_t i, int32_t want, wcache *wc,
+                          int32_t *n_wc) {
+  const mb_model_state *ms = &b->ms[model];
+  int32_t v = ln->in[i];
+  int32_t src = ms->slot_of[v];
+  bool cached = want == b->low && ms->rg[v] && src >= 0 && b->p->slots[src].refs == PERSISTENT;
+  if (!cached) return copy_input(b, model, ln, i, want, "autocast copy");
+  int32_t k = 0;
+  while (k < *n_wc && wc[k].weight_slot != src) k++;
+  if (k == *n_wc) {
+    int32_t c = mb_slot_new(b, model, MB_SZ_VALUE, MB_CAT_TEMPORARY, v, want, "autocast weight copy");
+    if (c < 0) return b->d->status;
+    wc[k].weight_slot = src;
+    wc[k].copy_slot = c;
+    b->p->slots[c].refs = 1; /* held until autocast exits (emit.c) */
+    ln->cast_slot[i] = c;
+    (*n_wc)++;
+  }
+  ln->in_slot[i] = wc[k].copy_slot;
+  return MB_OK;
+}
+
+/* The storage each input is read from, and the dtype of float results under the precision
+ * (*out_float): the first float input's, the low dtype of a pure fp16/bf16 setup, or under
+ * autocast what the op's autocast rule casts its inputs to (making the casts). */
+static int cast_inputs(mb_builder *b, int model, mb_lnode *ln, bool host, wcache *wc, int32_t *n_wc,
+                       int32_t *out_float) {
+  const mb_model_state *ms = &b->ms[model];
+  const mb_grad_rule *r = ln->r;
   int32_t widest = 0, first_float = 0;
   for (int32_t i = 0; i < ln->n_in; i++) {
     int32_t v = ln->in[i];
@@ -429,52 +470,40 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     if (!first_float) first_float = ms->rt[v];
     if (!widest || mb_dtype_bits(ms->rt[v]) > mb_dtype_bits(widest)) widest = ms->rt[v];
   }
-  int32_t out_float = first_float ? first_float : MB_DTYPE_FLOAT;
-  if (b->pure) out_float = b->low;
-  if (b->amp && !host) {
-    int32_t want = r->amp == MB_AMP_LOW ? b->low : r->amp == MB_AMP_FP32 ? MB_DTYPE_FLOAT : 0;
-    if (r->amp == MB_AMP_PROMOTE && widest) out_float = widest;
-    if (want) {
-      out_float = want;
-      for (int32_t i = 0; i < ln->n_in; i++) {
-        int32_t v = ln->in[i];
-        if (v < 0 || !mb_dtype_is_float(ms->rt[v]) || ms->rt[v] == want || ms->host[v]) continue;
-        int32_t src = ms->slot_of[v];
-        bool cached = want == b->low && ms->rg[v] && src >= 0 && b->p->slots[src].refs == PERSISTENT;
-        if (cached) { /* a trainable weight: autocast caches its cast until autocast exits */
-          int32_t k = 0;
-          while (k < *n_wc && wc[k].weight_slot != src) k++;
-          if (k == *n_wc) {
-            int32_t c = mb_slot_new(b, model, MB_SZ_VALUE, MB_CAT_TEMPORARY, v, want, "autocast weight copy");
-            if (c < 0) return b->d->status;
-            wc[k].weight_slot = src;
-            wc[k].copy_slot = c;
-            b->p->slots[c].refs = 1; /* held until autocast exits (emit.c) */
-            ln->cast_slot[i] = c;
-            (*n_wc)++;
-          }
-          ln->in_slot[i] = wc[k].copy_slot;
-        } else {
-          int32_t c = mb_slot_new(b, model, MB_SZ_VALUE, MB_CAT_TEMPORARY, v, want, "autocast copy");
-          if (c < 0) return b->d->status;
-          ln->src_slot[i] = ln->in_slot[i];
-          ln->in_slot[i] = ln->cast_slot[i] = c;
-        }
-      }
-    }
+  *out_float = first_float ? first_float : MB_DTYPE_FLOAT;
+  if (b->pure) *out_float = b->low;
+  if (!b->amp || host) return MB_OK;
+  int32_t want = r->amp == MB_AMP_LOW ? b->low : r->amp == MB_AMP_FP32 ? MB_DTYPE_FLOAT : 0;
+  if (r->amp == MB_AMP_PROMOTE && widest) *out_float = widest;
+  if (!want) return MB_OK;
+  *out_float = want;
+  for (int32_t i = 0; i < ln->n_in; i++) {
+    int32_t v = ln->in[i];
+    if (v < 0 || !mb_dtype_is_float(ms->rt[v]) || ms->rt[v] == want || ms->host[v]) continue;
+    if (autocast_input(b, model, ln, i, want, wc, n_wc) != MB_OK) return b->d->status;
   }
-  /* at::matmul's reshape copies permuted operands whose leading dims cannot merge */
-  if (r->flags & MB_GF_MATMUL)
-    for (int i = 0; i < 2 && i < ln->n_in; i++)
-      if (ln->cast_slot[i] < 0 && matmul_operand_copies(ms, ln, i)) {
-        int32_t v = ln->in[i];
-        int32_t c = mb_slot_new(b, model, MB_SZ_VALUE, MB_CAT_TEMPORARY, v, ms->rt[v], "matmul contiguous copy");
-        if (c < 0) return b->d->status;
-        ln->src_slot[i] = ln->in_slot[i];
-        ln->in_slot[i] = ln->cast_slot[i] = c;
-      }
+  return MB_OK;
+}
 
-  /* outputs */
+/* at::matmul's reshape copies permuted operands whose leading dims cannot merge. */
+static int matmul_copies(mb_builder *b, int model, mb_lnode *ln) {
+  const mb_model_state *ms = &b->ms[model];
+  if (!(ln->r->flags & MB_GF_MATMUL)) return MB_OK;
+  for (int i = 0; i < 2 && i < ln->n_in; i++)
+    if (ln->cast_slot[i] < 0 && matmul_operand_copies(ms, ln, i) &&
+        copy_input(b, model, ln, i, ms->rt[ln->in[i]], "matmul contiguous copy") != MB_OK)
+      return b->d->status;
+  return MB_OK;
+}
+
+/* The storage of each output: a view shares its input's (with the strides the view has), batch
+ * norm's running statistics are updated in place, a scatter into a fresh zeros tensor fills it;
+ * everything else allocates. Sets each output's device dtype, requires-grad and host flags. */
+static int bind_outputs(mb_builder *b, int model, mb_lnode *ln, bool host, int32_t out_float) {
+  mb_model_state *ms = &b->ms[model];
+  const mb_graph *g = ms->g;
+  const mb_node *n = &g->nodes[ln->node];
+  const mb_grad_rule *r = ln->r;
   bool view = (r->flags & MB_GF_VIEW) != 0;
   int64_t vst[64];
   bool reshape_copy = false;
@@ -528,42 +557,66 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     }
     ln->out_slot[j] = ms->slot_of[o];
   }
+  return MB_OK;
+}
 
-  /* what backward keeps */
-  if (ln->record) {
-    for (int32_t i = 0; i < ln->n_in && i < 4; i++) {
-      int32_t v = ln->in[i];
-      if (v < 0 || ms->host[v]) continue;
-      bool other = false;
-      for (int32_t j = 0; j < ln->n_in; j++)
-        if (j != i && ln->in[j] >= 0 && ms->rg[ln->in[j]]) other = true;
-      if (r->save_in[i] == MB_SAVE_YES || (r->save_in[i] == MB_SAVE_IF_OTHER && other)) keep(ln, ln->in_slot[i]);
-    }
-    for (int32_t j = 0; j < ln->n_out && j < 8; j++)
-      if ((r->save_out >> j) & 1) keep(ln, ln->out_slot[j]);
-    for (int32_t k = 0; k < ln->n_saved; k++) /* a kept copy of an activation is an activation */
-      for (int32_t i = 0; i < ln->n_in; i++)
-        if (ln->saved[k] == ln->cast_slot[i] && ln->src_slot[i] >= 0) b->p->slots[ln->saved[k]].category = MB_CAT_ACTIVATION;
-    int stats = r->stats;
-    if (ln->rule == MB_G_DROPOUT && (ln->n_out < 2 || ln->out[1] < 0)) stats = MB_STATS_MASK_IN;
-    if (stats) {
-      /* norms keep their two statistics (mean and rstd) as two tensors */
-      bool two = stats == MB_STATS_ROWS2 || stats == MB_STATS_CHANNELS2 || stats == MB_STATS_INSTANCE2 ||
-                 stats == MB_STATS_GROUPS2;
-      for (int k = 0; k < (two ? 2 : 1); k++) {
-        ln->stats_slot[k] = stats_slot(b, model, ln, stats, two);
-        keep(ln, ln->stats_slot[k]);
-      }
-    }
+/* What backward keeps of a recorded node: the inputs and outputs its autograd rule saves, and
+ * the statistics it computes for backward. A failure to make a statistics slot is left in the
+ * builder's status (mb_plan_build reads it). */
+static void keep_for_backward(mb_builder *b, int model, mb_lnode *ln) {
+  const mb_model_state *ms = &b->ms[model];
+  const mb_grad_rule *r = ln->r;
+  for (int32_t i = 0; i < ln->n_in && i < 4; i++) {
+    int32_t v = ln->in[i];
+    if (v < 0 || ms->host[v]) continue;
+    bool other = false;
+    for (int32_t j = 0; j < ln->n_in; j++)
+      if (j != i && ln->in[j] >= 0 && ms->rg[ln->in[j]]) other = true;
+    if (r->save_in[i] == MB_SAVE_YES || (r->save_in[i] == MB_SAVE_IF_OTHER && other)) keep(ln, ln->in_slot[i]);
   }
-  /* forward references: each node reads each of its input storages once, and the storages
-   * its copies were made from */
+  for (int32_t j = 0; j < ln->n_out && j < 8; j++)
+    if ((r->save_out >> j) & 1) keep(ln, ln->out_slot[j]);
+  for (int32_t k = 0; k < ln->n_saved; k++) /* a kept copy of an activation is an activation */
+    for (int32_t i = 0; i < ln->n_in; i++)
+      if (ln->saved[k] == ln->cast_slot[i] && ln->src_slot[i] >= 0) b->p->slots[ln->saved[k]].category = MB_CAT_ACTIVATION;
+  int stats = r->stats;
+  if (ln->rule == MB_G_DROPOUT && (ln->n_out < 2 || ln->out[1] < 0)) stats = MB_STATS_MASK_IN;
+  if (!stats) return;
+  /* norms keep their two statistics (mean and rstd) as two tensors */
+  bool two = stats == MB_STATS_ROWS2 || stats == MB_STATS_CHANNELS2 || stats == MB_STATS_INSTANCE2 ||
+             stats == MB_STATS_GROUPS2;
+  for (int k = 0; k < (two ? 2 : 1); k++) {
+    ln->stats_slot[k] = stats_slot(b, model, ln, stats, two);
+    keep(ln, ln->stats_slot[k]);
+  }
+}
+
+/* Forward references: each node reads each of its input storages once, and the storages its
+ * copies were made from. */
+static void count_reads(mb_builder *b, const mb_lnode *ln) {
   for (int32_t i = 0; i < 2 * ln->n_in; i++) {
     int32_t sl = mb_lnode_read(ln, i);
     bool dup = false;
     for (int32_t j = 0; j < i; j++) dup |= mb_lnode_read(ln, j) == sl;
     if (sl >= 0 && !dup && b->p->slots[sl].refs != PERSISTENT) b->p->slots[sl].refs++;
   }
+}
+
+/* One logical node, in the order PyTorch meets it: where it runs, whether autograd records
+ * it, the copies its inputs go through, its outputs' storages, what backward keeps of it, and
+ * the reads that hold its inputs alive. */
+static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t *n_wc) {
+  mb_model_state *ms = &b->ms[model];
+  const mb_node *n = &ms->g->nodes[ln->node];
+  if (alloc_lnode(b, ln) != MB_OK) return b->d->status;
+  bool host = runs_on_host(ms, n, ln);
+  ln->record = autograd_records(ms, ln) && model == 0;
+  int32_t out_float;
+  if (cast_inputs(b, model, ln, host, wc, n_wc, &out_float) != MB_OK || matmul_copies(b, model, ln) != MB_OK ||
+      bind_outputs(b, model, ln, host, out_float) != MB_OK)
+    return b->d->status;
+  if (ln->record) keep_for_backward(b, model, ln);
+  count_reads(b, ln);
   return MB_OK;
 }
 
