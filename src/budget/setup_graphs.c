@@ -402,7 +402,9 @@ int mb_setup_graphs_option(mb_setup *s, const char *key, const char *value, int 
 
 /* ---- the per-sample dims (shape/batching.c computes them) ---- */
 
-MB_API size_t mb_setup_num_sample_dims(const mb_setup *s) { return s ? mb_batching_num_sample_dims(&s->batching) : 0; }
+MB_API size_t mb_setup_num_sample_dims(const mb_setup *s) {
+  return s ? mb_batching_num_sample_dims(&s->batching) : 0;
+}
 
 MB_API const char *mb_setup_sample_dim(const mb_setup *s, size_t i) {
   return s ? mb_batching_sample_dim(&s->batching, i) : NULL;

@@ -174,7 +174,8 @@ int mb_replay_step(mb_cuda *c, const mb_plan *p, const mb_setup *s, int64_t batc
     mb_fail(d, MB_E_NOMEM, "out of memory");
     goto done;
   }
-  if (mb_setup_plan_run(p, s, batch, &r, bytes, NULL, d) != MB_OK || plan_workspaces(p, flags, dtype, d) != MB_OK) goto done;
+  if (mb_setup_plan_run(p, s, batch, &r, bytes, NULL, d) != MB_OK || plan_workspaces(p, flags, dtype, d) != MB_OK)
+    goto done;
   int64_t eval_batch = p->eval_batch < 0 ? batch : p->eval_batch;
   const mb_model *models[3] = {p->model, p->teacher, p->eval_batch && eval_batch != batch ? p->model : NULL};
   const int64_t batches[3] = {batch, batch, eval_batch};

@@ -827,7 +827,8 @@ static int shapes_for_eval(mb_builder *b) {
     ms->t = train->t;
     return MB_OK;
   }
-  int64_t batch = (eb == 1 && records_aten_ops(ms->m->graph)) || mb_batching_limit(b->step->shapes.batching) < 2 ? 1 : 2;
+  int64_t batch =
+      (eb == 1 && records_aten_ops(ms->m->graph)) || mb_batching_limit(b->step->shapes.batching) < 2 ? 1 : 2;
   if (mb_shapes_run(ms->m, &b->step->shapes, batch, &ms->shapes) != MB_OK)
     return mb_fail(b->d, mb_shapes_status(ms->shapes), "evaluation: %s", mb_shapes_errmsg(ms->shapes));
   ms->t = mb_shapes_tinfo(ms->shapes);
