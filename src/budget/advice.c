@@ -653,8 +653,8 @@ int mb_advice_build(const mb_model *m, mb_setup *s, const mb_plan *p, const mb_b
   mb_modules *mods = NULL;
   if (mb_modules_build(p, s, base->batch_size, &mods, d) == MB_OK && precision(&c) == MB_OK &&
       checkpoint(&c, mods) == MB_OK && optimizer(&c) == MB_OK && attention(&c) == MB_OK &&
-      accumulation(&c) == MB_OK && teacher_offload(&c) == MB_OK && freeze(&c, mods) == MB_OK)
-    qsort(a->lines, (size_t)a->n, sizeof *a->lines, by_saving);
+      accumulation(&c) == MB_OK && teacher_offload(&c) == MB_OK && freeze(&c, mods) == MB_OK && a->n > 1)
+    qsort(a->lines, (size_t)a->n, sizeof *a->lines, by_saving); /* (no lines: NULL, which qsort may not take) */
   mb_modules_free(mods);
   if (d->status != MB_OK) {
     mb_advice_free(a);
