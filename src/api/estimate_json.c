@@ -8,15 +8,16 @@
 #include "api/budget_doc.h"
 #include "api/eval_json.h"
 #include "api/info_summary.h"
-#include "api/versioned.h"
 #include "budget/advice.h"
 #include "budget/context.h"
 #include "budget/estimate.h"
 #include "budget/reserved.h"
+#include "budget/step.h"
 #include "shape/infer.h"
 #include "sim/optim.h"
 #include "util/format.h"
 #include "util/strbuf.h"
+#include "util/versioned.h"
 
 #define ESTIMATE_SCHEMA_VERSION 1
 
@@ -274,8 +275,10 @@ static void json_assumed(mb_strbuf *sb, const mb_shapes *sh, const char *model, 
 static int json_batching(mb_strbuf *sb, mb_setup *s, const mb_plan *p, const mb_budget *b, mb_diag *d) {
   mb_shapes *sh[2] = {NULL, NULL};
   const mb_model *models[2] = {p->model, p->teacher};
+  mb_shape_inputs in;
+  mb_setup_shape_inputs(s, &in);
   for (int k = 0; k < 2 && models[k]; k++)
-    if (mb_shapes_run(models[k], s, b->batch_size, &sh[k]) != MB_OK) {
+    if (mb_shapes_run(models[k], &in, b->batch_size, &sh[k]) != MB_OK) {
       mb_fail(d, mb_shapes_status(sh[k]), "%s", mb_shapes_errmsg(sh[k]));
       break;
     }
@@ -373,7 +376,7 @@ int mb_budget_document(mb_setup *s, const mb_plan *p, const mb_budget *b, int tr
     mb_run r;
     mb_reserved rr;
     if (!bytes || !live) mb_fail(d, MB_E_NOMEM, "out of memory");
-    else if (mb_plan_run(p, s, b->batch_size, &r, bytes, live, d) == MB_OK &&
+    else if (mb_setup_plan_run(p, s, b->batch_size, &r, bytes, live, d) == MB_OK &&
              s->train.reserved_model == MB_RESERVED_ALLOCATOR && mb_reserve_create(p, s, &res, d) == MB_OK)
       mb_reserve_run(res, bytes, true, 0, &rr, d);
   }
@@ -419,7 +422,7 @@ MB_API int mb_estimate_json(const mb_model *m, mb_setup *s, int trace, char **ou
   mb_plan *p = NULL;
   mb_budget b;
   char *extra = NULL; /* "modules", "top", "advice" when the setup asks (api/advice_json.c) */
-  if (mb_plan_build(m, s, &p, &d) == MB_OK && mb_estimate_plan(p, s, &b, &d) == MB_OK &&
+  if (mb_setup_plan_build(m, s, &p, &d) == MB_OK && mb_estimate_plan(p, s, &b, &d) == MB_OK &&
       mb_report_json(m, s, p, &b, &extra, &d) == MB_OK &&
       mb_budget_document(s, p, &b, trace, extra, out, &d) == MB_OK && budget &&
       mb_fill_versioned(budget, &b, sizeof b, offsetof(mb_budget, at_peak))) {

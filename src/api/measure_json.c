@@ -6,9 +6,9 @@
 
 #include "api/budget_doc.h"
 #include "budget/advice.h"
-#include "api/versioned.h"
 #include "cuda/measure.h"
 #include "util/strbuf.h"
+#include "util/versioned.h"
 
 #define MEASURE_SCHEMA_VERSION 1
 

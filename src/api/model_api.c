@@ -1,9 +1,9 @@
 /* Read-only accessors of a loaded model. */
 #include <string.h>
 
-#include "api/versioned.h"
 #include "graph/graph.h"
 #include "passes/inference.h"
+#include "util/versioned.h"
 
 #define CHECK_MODEL(m) do { if (!(m) || !(m)->graph) return MB_E_INVALID_ARG; } while (0)
 

@@ -18,12 +18,13 @@
 #include <string.h>
 
 #include "api/sweep.h"
-#include "api/versioned.h"
 #include "budget/estimate.h"
 #include "budget/setup.h"
+#include "budget/step.h"
 #include "graph/graph.h"
 #include "sim/plan.h"
 #include "util/strbuf.h"
+#include "util/versioned.h"
 
 #define MB_SWEEP_MAX_POINTS 65536
 
@@ -81,13 +82,13 @@ static int batch_sweep(const mb_model *m, mb_setup *s, mb_sweep *w, int add_solv
   int64_t saved = s->batch;
   mb_plan *p = NULL, *p1 = NULL;
   s->batch = -1; /* the solve's plan */
-  mb_plan_build(m, s, &p, d);
+  mb_setup_plan_build(m, s, &p, d);
   s->batch = saved;
   for (size_t i = 0; i < w->n && d->status == MB_OK; i++) {
     const mb_plan *use = p;
     if (w->values[i] == 1) { /* planned as an estimate at batch 1 plans it */
       s->batch = 1;
-      if (!p1) mb_plan_build(m, s, &p1, d);
+      if (!p1) mb_setup_plan_build(m, s, &p1, d);
       s->batch = saved;
       use = p1;
     }
@@ -133,7 +134,7 @@ static int dim_sweep(const mb_model *m, mb_setup *s, mb_sweep *w, mb_diag *d) {
       break;
     }
     mb_plan *p = NULL;
-    if (mb_plan_build(m, s, &p, d) == MB_OK) mb_estimate_plan(p, s, &w->budgets[i], d);
+    if (mb_setup_plan_build(m, s, &p, d) == MB_OK) mb_estimate_plan(p, s, &w->budgets[i], d);
     mb_plan_free(p);
     if (d->status != MB_OK) prefix_msg(d, "at %.64s=%lld", w->dim, (long long)w->values[i]);
     else if (w->budgets[i].solved) w->solved = -1; /* each point has its own solved batch */

@@ -14,6 +14,7 @@
 
 #include "budget/estimate.h"
 #include "budget/setup.h"
+#include "budget/step.h"
 #include "graph/graph.h"
 #include "sim/optim.h"
 #include "sim/plan.h"
@@ -551,12 +552,12 @@ MB_API int mb_timeline_svg(const mb_model *m, mb_setup *s, int64_t batch, const 
   mb_budget bu;
   uint64_t *bytes = NULL, *live = NULL;
   picture pc = {0};
-  if (mb_plan_build(m, s, &p, &d) == MB_OK && mb_estimate_plan(p, s, &bu, &d) == MB_OK) {
+  if (mb_setup_plan_build(m, s, &p, &d) == MB_OK && mb_estimate_plan(p, s, &bu, &d) == MB_OK) {
     bytes = malloc(((size_t)p->n_ev + 1) * sizeof *bytes);
     live = malloc(((size_t)p->n_ev + 1) * sizeof *live);
     mb_run r;
     if (!bytes || !live) mb_fail(&d, MB_E_NOMEM, "out of memory");
-    else if (mb_plan_run(p, s, bu.batch_size, &r, bytes, live, &d) == MB_OK) {
+    else if (mb_setup_plan_run(p, s, bu.batch_size, &r, bytes, live, &d) == MB_OK) {
       pc = (picture){.p = p, .s = s, .bu = &bu, .bytes = bytes, .live = live, .n = p->n_ev};
       draw(&pc, title, out, &d);
     }

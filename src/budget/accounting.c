@@ -1,7 +1,7 @@
 /* Counting initializers by role: the static part of the budget. */
-#include "api/versioned.h"
 #include "budget/setup.h"
 #include "graph/graph.h"
+#include "util/versioned.h"
 
 static bool role_trains(int32_t role) {
   return role == MB_ROLE_PARAMETER || role == MB_ROLE_EMBEDDING;

@@ -5,14 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/versioned.h"
 #include "budget/advice.h"
 #include "budget/estimate.h"
 #include "budget/gpus.h"
 #include "budget/modules.h"
+#include "budget/step.h"
 #include "sim/optim.h"
 #include "util/format.h"
 #include "util/glob.h"
+#include "util/versioned.h"
 
 #define MAX_GLOBS 16
 #define MAX_ARGS (2 * MAX_GLOBS + 8)
@@ -150,7 +151,7 @@ static int simulate(ctx *c, const variant *v, mb_budget *at, mb_budget *sol, boo
   mb_diag_init(&d);
   mb_plan *p = NULL;
   *solved = false;
-  if (mb_plan_build(c->m, s, &p, &d) == MB_OK) {
+  if (mb_setup_plan_build(c->m, s, &p, &d) == MB_OK) {
     s->batch = v->micro > 0 ? v->micro : c->base->batch_size;
     if (mb_estimate_plan(p, s, at, &d) == MB_OK && s->train.device_memory) {
       s->batch = -1;
@@ -709,8 +710,9 @@ int mb_advice_build(const mb_model *m, mb_setup *s, const mb_plan *p, const mb_b
   mb_modules *mods = NULL;
   if (mb_modules_build(p, s, base->batch_size, &mods, d) == MB_OK && precision(&c) == MB_OK &&
       checkpoint(&c, mods) == MB_OK && optimizer(&c) == MB_OK && attention(&c) == MB_OK &&
-      accumulation(&c) == MB_OK && teacher_offload(&c) == MB_OK && shard(&c) == MB_OK && freeze(&c, mods) == MB_OK)
-    qsort(a->lines, (size_t)a->n, sizeof *a->lines, by_saving);
+      accumulation(&c) == MB_OK && teacher_offload(&c) == MB_OK && shard(&c) == MB_OK && freeze(&c, mods) == MB_OK &&
+      a->n > 1)
+    qsort(a->lines, (size_t)a->n, sizeof *a->lines, by_saving); /* (no lines: NULL, which qsort may not take) */
   mb_modules_free(mods);
   if (d->status != MB_OK) {
     mb_advice_free(a);
@@ -732,7 +734,7 @@ MB_API int mb_advise(const mb_model *m, mb_setup *s, mb_advice **out) {
   mb_diag_init(&d);
   mb_plan *p = NULL;
   mb_budget base;
-  if (mb_plan_build(m, s, &p, &d) == MB_OK && mb_estimate_plan(p, s, &base, &d) == MB_OK)
+  if (mb_setup_plan_build(m, s, &p, &d) == MB_OK && mb_estimate_plan(p, s, &base, &d) == MB_OK)
     mb_advice_build(m, s, p, &base, out, &d);
   mb_plan_free(p);
   if (d.status != MB_OK) snprintf(s->errmsg, sizeof s->errmsg, "%s", d.msg);

@@ -5,12 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/versioned.h"
 #include "budget/context.h"
 #include "budget/estimate.h"
 #include "budget/gpus.h"
 #include "budget/reserved.h"
+#include "budget/step.h"
 #include "sim/plan.h"
+#include "util/versioned.h"
 
 #define SEGMENT_ROUND (2u * 1048576u)
 
@@ -143,7 +144,7 @@ static int eval(const est *x, int64_t batch, int kind, mb_budget *bu, mb_diag *d
   mb_run r;
   mb_reserved rr, loop;
   bool reserve = x->res && kind != RUN_ALLOCATED;
-  if (mb_plan_run(x->p, x->s, batch, &r, reserve ? x->bytes : NULL, NULL, d) != MB_OK) return d->status;
+  if (mb_setup_plan_run(x->p, x->s, batch, &r, reserve ? x->bytes : NULL, NULL, d) != MB_OK) return d->status;
   if (reserve && x->step_bytes) /* the step alone: the evaluation's requests left out */
     for (int32_t i = 0; i < x->p->n_ev; i++) x->step_bytes[i] = x->p->ev[i].phase == MB_PHASE_EVAL ? 0 : x->bytes[i];
   uint64_t give_up = 0; /* a probe: reserved above usable - context cannot fit */
@@ -290,7 +291,7 @@ MB_API int mb_estimate(const mb_model *m, mb_setup *s, mb_budget *out) {
   }
   mb_plan *p = NULL;
   mb_budget bu;
-  if (mb_plan_build(m, s, &p, &d) == MB_OK) mb_estimate_plan(p, s, &bu, &d);
+  if (mb_setup_plan_build(m, s, &p, &d) == MB_OK) mb_estimate_plan(p, s, &bu, &d);
   mb_plan_free(p);
   if (d.status != MB_OK) {
     snprintf(s->errmsg, sizeof s->errmsg, "%s", d.msg);
@@ -332,11 +333,11 @@ MB_API int mb_trace_create(const mb_model *m, mb_setup *s, int64_t batch, mb_tra
   mb_trace *t = calloc(1, sizeof *t);
   if (!t) return MB_E_NOMEM;
   mb_run r;
-  if (mb_plan_build(m, s, &t->plan, &d) == MB_OK) {
+  if (mb_setup_plan_build(m, s, &t->plan, &d) == MB_OK) {
     t->bytes = malloc(((size_t)t->plan->n_ev + 1) * sizeof *t->bytes);
     t->live = malloc(((size_t)t->plan->n_ev + 1) * sizeof *t->live);
     if (!t->bytes || !t->live) mb_fail(&d, MB_E_NOMEM, "out of memory");
-    else mb_plan_run(t->plan, s, batch, &r, t->bytes, t->live, &d);
+    else mb_setup_plan_run(t->plan, s, batch, &r, t->bytes, t->live, &d);
   }
   if (d.status != MB_OK) {
     snprintf(s->errmsg, sizeof s->errmsg, "%s", d.msg);

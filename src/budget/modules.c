@@ -7,9 +7,10 @@
 #include <string.h>
 
 #include "budget/modules.h"
-#include "api/versioned.h"
+#include "budget/step.h"
 #include "sim/plan.h"
 #include "util/strmap.h"
+#include "util/versioned.h"
 
 #define MAX_NAME_PATH 1024 /* a longer initializer name is not taken as a module path */
 #define NONE (-1)
@@ -434,7 +435,7 @@ int mb_modules_build(const mb_plan *p, const mb_setup *s, int64_t batch, mb_modu
   uint64_t *live = malloc(((size_t)p->n_ev + 1) * sizeof *live);
   mb_run r;
   if (!bytes || !live || mb_strmap_init(&b.map, 1024) != 0) mb_fail(d, MB_E_NOMEM, "out of memory");
-  else if (mb_plan_run(p, s, batch, &r, bytes, live, d) == MB_OK && index_model(&b, 0, p->model) == MB_OK &&
+  else if (mb_setup_plan_run(p, s, batch, &r, bytes, live, d) == MB_OK && index_model(&b, 0, p->model) == MB_OK &&
            (!p->teacher || index_model(&b, 1, p->teacher) == MB_OK)) {
     M->allocated_peak = r.peak;
     M->peak_phase = r.peak_phase;
@@ -470,7 +471,7 @@ MB_API int mb_modules_create(const mb_model *m, mb_setup *s, int64_t batch, mb_m
   mb_diag d;
   mb_diag_init(&d);
   mb_plan *p = NULL;
-  if (mb_plan_build(m, s, &p, &d) == MB_OK) mb_modules_build(p, s, batch, out, &d);
+  if (mb_setup_plan_build(m, s, &p, &d) == MB_OK) mb_modules_build(p, s, batch, out, &d);
   mb_plan_free(p);
   if (d.status != MB_OK) snprintf(s->errmsg, sizeof s->errmsg, "%s", d.msg);
   return d.status;

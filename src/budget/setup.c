@@ -97,16 +97,10 @@ MB_API int mb_setup_add_trainable(mb_setup *s, const char *glob) {
   return add_pattern(s, s ? &s->trainable : NULL, s ? &s->n_trainable : NULL, glob);
 }
 
-static bool any_match(char *const *list, size_t n, const char *name) {
-  for (size_t i = 0; i < n; i++)
-    if (mb_glob_match(list[i], name)) return true;
-  return false;
-}
-
 bool mb_setup_trains(const mb_setup *s, const char *name) {
   if (!s) return true;
-  if (any_match(s->trainable, s->n_trainable, name)) return true; /* trainable wins */
-  return !any_match(s->freeze, s->n_freeze, name);
+  mb_trains_rule rule = {s->freeze, s->n_freeze, s->trainable, s->n_trainable};
+  return mb_trains(&rule, name);
 }
 
 MB_API int mb_setup_set_dim(mb_setup *s, const char *name, int64_t value) {

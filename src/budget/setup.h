@@ -4,33 +4,19 @@
 #include <stdbool.h>
 #include "graph/graph.h"
 #include "membudget/membudget.h"
+#include "shape/batching.h"
+#include "shape/inputs.h"
 #include "sim/dist.h"
+#include "sim/step.h"
 #include "util/arena.h"
 #include "util/diag.h"
 
-enum mb_precision { MB_PREC_FP32, MB_PREC_AMP_FP16, MB_PREC_AMP_BF16, MB_PREC_FP16, MB_PREC_BF16 };
-enum mb_loss { MB_LOSS_AUTO, MB_LOSS_CE, MB_LOSS_MSE, MB_LOSS_NONE };
 /* cuDNN's convolution workspace per call when not given: a heuristic allowance (docs/allocator.md) */
 #define MB_CUDNN_WORKSPACE_DEFAULT (64u * 1048576u)
 
-/* How the model is trained (mb_setup_set keys; defaults in setup.c). */
-/* Which kernel SDPA runs: auto charges the fused kernel where the graph shows
- * scaled_dot_product_attention (the dynamo exporter's aten op, the TorchScript exporter's
- * q and k^T both scaled by sqrt(scale)) and attention written in Python as the ops it is;
- * fused charges every attention pattern as the fused kernel (what SDPA would keep); eager
- * charges SDPA as its math path. */
-typedef enum mb_attention_mode { MB_ATTENTION_AUTO = 0, MB_ATTENTION_FUSED, MB_ATTENTION_EAGER } mb_attention_mode;
-
-/* Evaluation inside training and the teacher output cache (setup_eval.c). */
-enum mb_zero_grad { MB_ZERO_GRAD_NONE, MB_ZERO_GRAD_ZERO, MB_ZERO_GRAD_NONE_AT_START };
-typedef struct mb_eval_opts {
-  int64_t batch;            /* 0: no evaluation phase; -1: at the training batch; else its size */
-  int zero_grad;            /* enum mb_zero_grad */
-  bool ema_swap;            /* EMAModel.store() + copy_to() around the evaluation */
-  int64_t keep_outputs;     /* batches of outputs the evaluation keeps */
-  int64_t teacher_cache;    /* batches of teacher outputs kept on the device */
-} mb_eval_opts;
-
+/* How the model is trained (mb_setup_set keys; defaults in setup.c). The options the
+ * simulation reads go to it as a step description (sim/step.h, built in step.c), whose enums
+ * (precision, loss, attention, zero_grad) and evaluation options these fields use. */
 typedef struct mb_train {
   int optimizer;            /* enum mb_optimizer (sim/optim.h) */
   int precision;            /* enum mb_precision */
@@ -80,29 +66,6 @@ typedef struct mb_cuda_opts {
   int32_t device;
 } mb_cuda_opts;
 
-/* The sizes of a data set's graphs (setup_graphs.c): one row per graph, a column per per-sample
- * dim. Kept sorted descending per dim with prefix sums, so the worst batch of G graphs is O(1). */
-typedef struct mb_graph_sizes {
-  char **dims;          /* column names: per-sample dims of the graph */
-  size_t n_dims;
-  int64_t n_graphs;     /* 0: no table */
-  int64_t *values;      /* n_graphs x n_dims, row-major, as given */
-  int64_t *prefix;      /* per dim: n_graphs + 1 prefix sums of its values sorted descending */
-  char *source;         /* the CSV file they were read from, or NULL (given in memory) */
-} mb_graph_sizes;
-
-/* Batches of graphs: dims that grow with the batch (setup keys per_sample, batch_unit,
- * graph_sizes, graph_quantile, graph_batches; setup_graphs.c). */
-typedef struct mb_batching {
-  char **names;         /* per_sample dims, in the order given */
-  int64_t *counts;      /* per graph (1: the dim is the batch itself) */
-  size_t n;
-  char *unit;           /* batch_unit, or NULL: "graphs" with per-sample dims, else "samples" */
-  mb_graph_sizes sizes;
-  double quantile;      /* 0: the worst batch (each dim's G largest values summed) */
-  int64_t batches;      /* random batches sampled for a quantile */
-} mb_batching;
-
 /* What mb_estimate_json reports beside the budget (setup keys by_module, module_depth, top,
  * advise, advise_trainable; setup_report.c). */
 enum mb_advise_when { MB_ADVISE_NEVER = 0, MB_ADVISE_AUTO = 1, MB_ADVISE_ALWAYS = 2 };
@@ -129,7 +92,7 @@ struct mb_setup {
   size_t n_bound;
   mb_train train;
   mb_cuda_opts cuda;
-  mb_batching batching;
+  mb_batching batching; /* batches of graphs: per-sample dims, graph sizes (setup_graphs.c) */
   char errmsg[1536];
   mb_report_opts report;
 };
@@ -152,15 +115,9 @@ int mb_setup_eval_option(mb_setup *s, const char *key, const char *value, int *r
 int mb_setup_dist_option(mb_setup *s, const char *key, const char *value, int *rc);
 void mb_setup_dist_defaults(mb_dist_opts *o);
 void mb_setup_dist_free(mb_dist_opts *o);
-/* The per-sample dims (per_sample's, then graph-size columns not among them): how many, the
- * index of a name (-1: not one), and their values for a batch of `batch` graphs under the
- * setup's rule (values: mb_setup_num_sample_dims entries). A batch larger than the graph-size
- * table fails with MB_E_INVALID_ARG (a loader cannot make it). */
-int mb_setup_sample_index(const mb_setup *s, const char *name);
-int mb_setup_dims_at(const mb_setup *s, int64_t batch, int64_t *values, mb_diag *d);
-/* The largest batch the graph-size table allows (its number of graphs), or INT64_MAX. */
+/* The setup's batching (shape/batching.h): the largest batch its graph-size table allows, its
+ * mb_batch_rule and what batch_size counts ("samples", "graphs"). */
 int64_t mb_setup_batch_limit(const mb_setup *s);
-/* mb_batch_rule of the setup, and what batch_size counts ("samples", "graphs"). */
 int mb_setup_batch_rule(const mb_setup *s);
 const char *mb_setup_batch_unit(const mb_setup *s);
 /* setup_report.c: the report keys of mb_setup_set (by_module, module_depth, top, advise,
@@ -169,4 +126,6 @@ int mb_setup_report_option(mb_setup *s, const char *key, const char *value, int 
 void mb_setup_report_free(mb_setup *s);
 /* The tensor bound to graph input k, or NULL. */
 const mb_const_tensor *mb_setup_bound_input(const mb_setup *s, size_t k);
+/* shape_inputs.c: the setup as shape inference's inputs (pointers into s). */
+void mb_setup_shape_inputs(const mb_setup *s, mb_shape_inputs *out);
 #endif

@@ -1,6 +1,7 @@
-/* Batches of graphs: dims that grow with the batch (per_sample), a data set's graph sizes and
- * the batch of G graphs the estimate budgets for (the worst one a shuffled loader can make, or a
- * quantile of random batches). docs/estimate.md, "Batches of graphs". */
+/* Batches of graphs, the setup's side: the keys per_sample, batch_unit, graph_sizes (a CSV
+ * file or a table in memory), graph_quantile and graph_batches into the batching model
+ * (shape/batching.h), which computes the per-sample dims' values at a batch; and the sentence
+ * that describes a batch. docs/estimate.md, "Batches of graphs". */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,11 +13,9 @@
 
 #define MAX_COUNT (INT64_C(1) << 40)      /* per graph, and a per_sample count */
 #define MAX_TOTAL (INT64_C(1) << 50)      /* a dim over a whole table */
-#define MAX_DIMS 64
+#define MAX_DIMS MB_BATCHING_MAX_DIMS
 #define MAX_GRAPHS INT64_C(2147483647)    /* graph indices are 32-bit while sampling */
 #define MAX_CSV_BYTES (INT64_C(1) << 30)
-#define QUANTILE_SEED UINT64_C(1)         /* random batches: seeded with this and the batch size */
-#define DEFAULT_BATCHES 1000
 
 /* ---- state ---- */
 
@@ -401,213 +400,21 @@ int mb_setup_graphs_option(mb_setup *s, const char *key, const char *value, int 
   return 1;
 }
 
-/* ---- the per-sample dims ---- */
-
-static int column_of(const mb_graph_sizes *z, const char *name) {
-  for (size_t k = 0; k < z->n_dims; k++)
-    if (!strcmp(z->dims[k], name)) return (int)k;
-  return -1;
-}
-
-static int per_sample_of(const mb_batching *b, const char *name) {
-  for (size_t k = 0; k < b->n; k++)
-    if (!strcmp(b->names[k], name)) return (int)k;
-  return -1;
-}
+/* ---- the per-sample dims (shape/batching.c computes them) ---- */
 
 MB_API size_t mb_setup_num_sample_dims(const mb_setup *s) {
-  if (!s) return 0;
-  const mb_batching *b = &s->batching;
-  size_t n = b->n;
-  for (size_t k = 0; k < b->sizes.n_dims; k++) n += per_sample_of(b, b->sizes.dims[k]) < 0;
-  return n;
+  return s ? mb_batching_num_sample_dims(&s->batching) : 0;
 }
 
 MB_API const char *mb_setup_sample_dim(const mb_setup *s, size_t i) {
-  if (!s) return NULL;
-  const mb_batching *b = &s->batching;
-  if (i < b->n) return b->names[i];
-  i -= b->n;
-  for (size_t k = 0; k < b->sizes.n_dims; k++)
-    if (per_sample_of(b, b->sizes.dims[k]) < 0 && i-- == 0) return b->sizes.dims[k];
-  return NULL;
+  return s ? mb_batching_sample_dim(&s->batching, i) : NULL;
 }
 
-int mb_setup_sample_index(const mb_setup *s, const char *name) {
-  size_t n = mb_setup_num_sample_dims(s);
-  for (size_t i = 0; i < n; i++)
-    if (!strcmp(mb_setup_sample_dim(s, i), name)) return (int)i;
-  return -1;
-}
+int64_t mb_setup_batch_limit(const mb_setup *s) { return mb_batching_limit(s ? &s->batching : NULL); }
 
-int64_t mb_setup_batch_limit(const mb_setup *s) {
-  return s && s->batching.sizes.n_graphs ? s->batching.sizes.n_graphs : INT64_MAX;
-}
+int mb_setup_batch_rule(const mb_setup *s) { return mb_batching_rule(s ? &s->batching : NULL); }
 
-int mb_setup_batch_rule(const mb_setup *s) {
-  if (!s) return MB_BATCH_PLAIN;
-  if (s->batching.sizes.n_graphs) return s->batching.quantile > 0 ? MB_BATCH_QUANTILE : MB_BATCH_LARGEST;
-  return s->batching.n ? MB_BATCH_PER_SAMPLE : MB_BATCH_PLAIN;
-}
-
-const char *mb_setup_batch_unit(const mb_setup *s) {
-  if (s && s->batching.unit) return s->batching.unit;
-  return mb_setup_batch_rule(s) == MB_BATCH_PLAIN ? "samples" : "graphs";
-}
-
-/* ---- random batches ---- */
-
-static uint64_t splitmix(uint64_t *x) {
-  uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
-}
-
-/* The 128-bit product of a and b as (high, low), portably: the same stream on every platform. */
-static uint64_t mul_hi_lo(uint64_t a, uint64_t b, uint64_t *lo) {
-  uint64_t a0 = a & 0xffffffffu, a1 = a >> 32, b0 = b & 0xffffffffu, b1 = b >> 32;
-  uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
-  uint64_t mid = (p00 >> 32) + (p01 & 0xffffffffu) + (p10 & 0xffffffffu);
-  *lo = (mid << 32) | (p00 & 0xffffffffu);
-  return p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-}
-
-/* uniform in [0, n), unbiased: Lemire's multiply-shift (no division on the usual path) */
-static uint64_t below(uint64_t *state, uint64_t n) {
-  uint64_t low, high = mul_hi_lo(splitmix(state), n, &low);
-  if (low < n) {
-    uint64_t threshold = (0 - n) % n;
-    while (low < threshold) high = mul_hi_lo(splitmix(state), n, &low);
-  }
-  return high;
-}
-
-static int cmp_i64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* number of entries of sorted (ascending, n) that are <= v */
-static int64_t upper_bound(const int64_t *sorted, int64_t n, int64_t v) {
-  int64_t lo = 0, hi = n;
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (sorted[mid] <= v) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-/* The quantile point of K random batches of G graphs: per dim, the sum over the batch. A batch
- * is a uniformly random G-subset (what a shuffled loader's full batches are), drawn by a partial
- * Fisher-Yates shuffle (of the G - or the M - G left out - graphs) that is undone afterwards.
- * The point: per dim, an order statistic of the K sums, the same rank r for every dim. Batch b is
- * covered from rank r_b, the largest over the dims of how many sums are <= its own; r is the
- * ceil(Q K)-th smallest r_b, so at least ceil(Q K) batches have no dim above the point. */
-static int quantile_point(const mb_setup *s, int64_t G, int64_t *point, mb_diag *d) {
-  const mb_graph_sizes *z = &s->batching.sizes;
-  int64_t M = z->n_graphs, K = s->batching.batches > 0 ? s->batching.batches : DEFAULT_BATCHES;
-  size_t D = z->n_dims;
-  bool complement = G > M / 2;
-  int64_t k = complement ? M - G : G;
-  uint32_t *idx = malloc((size_t)M * sizeof *idx + 1);
-  uint32_t *swaps = malloc((size_t)k * sizeof *swaps + 1);
-  int64_t *sums = malloc((size_t)K * D * sizeof *sums + 1);
-  int64_t *sorted = malloc((size_t)K * D * sizeof *sorted + 1);
-  int64_t *rank = malloc((size_t)K * sizeof *rank + 1);
-  int64_t total[MAX_DIMS] = {0};
-  int rc = idx && swaps && sums && sorted && rank ? MB_OK : mb_fail(d, MB_E_NOMEM, "out of memory");
-  if (rc == MB_OK) {
-    for (int64_t g = 0; g < M; g++) idx[g] = (uint32_t)g;
-    for (size_t j = 0; j < D; j++) total[j] = z->prefix[j * (size_t)(M + 1) + (size_t)M];
-    uint64_t state = QUANTILE_SEED ^ ((uint64_t)G * UINT64_C(0xd1b54a32d192ed03));
-    for (int64_t b = 0; b < K; b++) {
-      int64_t *sum = &sums[(size_t)b * D];
-      memset(sum, 0, D * sizeof *sum);
-      for (int64_t i = 0; i < k; i++) {
-        uint64_t j = (uint64_t)i + below(&state, (uint64_t)(M - i));
-        uint32_t t = idx[i];
-        idx[i] = idx[j];
-        idx[j] = t;
-        swaps[i] = (uint32_t)j;
-        const int64_t *row = &z->values[(size_t)idx[i] * D];
-        for (size_t c = 0; c < D; c++) sum[c] += row[c];
-      }
-      for (int64_t i = k - 1; i >= 0; i--) { /* undo: idx is the identity again */
-        uint32_t t = idx[i];
-        idx[i] = idx[swaps[i]];
-        idx[swaps[i]] = t;
-      }
-      if (complement)
-        for (size_t c = 0; c < D; c++) sum[c] = total[c] - sum[c];
-    }
-    for (size_t c = 0; c < D; c++) {
-      int64_t *col = &sorted[c * (size_t)K];
-      for (int64_t b = 0; b < K; b++) col[b] = sums[(size_t)b * D + c];
-      qsort(col, (size_t)K, sizeof *col, cmp_i64);
-    }
-    for (int64_t b = 0; b < K; b++) { /* the rank at which batch b is covered in every dim */
-      int64_t r = 0;
-      for (size_t c = 0; c < D; c++) {
-        int64_t u = upper_bound(&sorted[c * (size_t)K], K, sums[(size_t)b * D + c]);
-        if (u > r) r = u;
-      }
-      rank[b] = r;
-    }
-    qsort(rank, (size_t)K, sizeof *rank, cmp_i64);
-    double want = s->batching.quantile * (double)K;
-    int64_t need = (int64_t)want;
-    if ((double)need < want) need++;
-    if (need < 1) need = 1;
-    if (need > K) need = K;
-    int64_t r = rank[need - 1];
-    for (size_t c = 0; c < D; c++) point[c] = sorted[c * (size_t)K + (size_t)(r - 1)];
-  }
-  free(idx);
-  free(swaps);
-  free(sums);
-  free(sorted);
-  free(rank);
-  return rc;
-}
-
-/* How many of the sampled batches the quantile point covers, for the description: recomputed
- * there (cheap next to an estimate). */
-static int64_t covered_batches(const mb_setup *s) {
-  int64_t K = s->batching.batches > 0 ? s->batching.batches : DEFAULT_BATCHES;
-  double want = s->batching.quantile * (double)K;
-  int64_t need = (int64_t)want;
-  if ((double)need < want) need++;
-  return need < 1 ? 1 : need > K ? K : need;
-}
-
-int mb_setup_dims_at(const mb_setup *s, int64_t G, int64_t *values, mb_diag *d) {
-  const mb_batching *b = &s->batching;
-  const mb_graph_sizes *z = &b->sizes;
-  size_t n = mb_setup_num_sample_dims(s);
-  if (G < 0) return mb_fail(d, MB_E_INVALID_ARG, "a batch of %lld graphs", (long long)G);
-  if (z->n_graphs && G > z->n_graphs)
-    return mb_fail(d, MB_E_INVALID_ARG, "a batch of %lld graphs: the graph sizes%s%s list only %lld graphs, and a "
-                   "loader cannot make a larger batch", (long long)G, z->source ? " in " : "", z->source ? z->source : "",
-                   (long long)z->n_graphs);
-  int64_t point[MAX_DIMS];
-  if (z->n_graphs && b->quantile > 0 && quantile_point(s, G, point, d) != MB_OK) return d->status;
-  for (size_t i = 0; i < n; i++) {
-    const char *name = mb_setup_sample_dim(s, i);
-    int c = column_of(z, name);
-    if (c >= 0 && z->n_graphs) {
-      values[i] = b->quantile > 0 ? point[c] : z->prefix[(size_t)c * (size_t)(z->n_graphs + 1) + (size_t)G];
-    } else {
-      int p = per_sample_of(b, name);
-      int64_t v;
-      if (p < 0 || __builtin_mul_overflow(b->counts[p], G, &v) || v > (INT64_C(1) << 50))
-        return mb_fail(d, MB_E_LIMIT, "per_sample dim '%s' at %lld graphs would be absurdly large", name, (long long)G);
-      values[i] = v;
-    }
-  }
-  return MB_OK;
-}
+const char *mb_setup_batch_unit(const mb_setup *s) { return mb_batching_unit(s ? &s->batching : NULL); }
 
 MB_API int mb_setup_sample_dims_at(mb_setup *s, int64_t batch, int64_t *values, size_t n) {
   if (!s) return MB_E_INVALID_ARG;
@@ -617,7 +424,7 @@ MB_API int mb_setup_sample_dims_at(mb_setup *s, int64_t batch, int64_t *values, 
     return fail(s, MB_E_INVALID_ARG, "mb_setup_sample_dims_at: room for %zu values is needed", need);
   mb_diag d;
   mb_diag_init(&d);
-  if (mb_setup_dims_at(s, batch, values, &d) != MB_OK) {
+  if (mb_batching_dims_at(&s->batching, batch, values, &d) != MB_OK) {
     snprintf(s->errmsg, sizeof s->errmsg, "%s", d.msg);
     return d.status;
   }
@@ -643,8 +450,8 @@ MB_API size_t mb_setup_describe_batch(mb_setup *s, int64_t G, char *buf, size_t 
   if (z->n_graphs) mb_fmt_thousands(num2, sizeof num2, (uint64_t)z->n_graphs);
   if (z->n_graphs && b->quantile > 0) {
     OUT("the %.6g quantile of %lld random batches of %s %s from the %s in %s (seeded with %llu and the batch "
-        "size): ", b->quantile, (long long)(b->batches > 0 ? b->batches : DEFAULT_BATCHES), num, unit, num2, from,
-        (unsigned long long)QUANTILE_SEED);
+        "size): ", b->quantile, (long long)mb_batching_num_batches(b), num, unit, num2, from,
+        (unsigned long long)MB_BATCHING_QUANTILE_SEED);
   } else if (z->n_graphs && G == z->n_graphs) {
     OUT("the whole data set: all %s %s in %s: ", num, unit, from);
   } else if (z->n_graphs) {
@@ -666,18 +473,18 @@ MB_API size_t mb_setup_describe_batch(mb_setup *s, int64_t G, char *buf, size_t 
   for (int pass = 0, k = 0; pass < 2; pass++)
     for (size_t i = 0; i < n; i++) {
       const char *name = mb_setup_sample_dim(s, i);
-      bool in_table = column_of(z, name) >= 0;
+      bool in_table = mb_batching_column(b, name) >= 0;
       if (in_table != (pass == 0)) continue;
       mb_fmt_thousands(num2, sizeof num2, (uint64_t)v[i]);
       OUT("%s%s %s", k++ ? ", " : "", num2, name);
-      int p = per_sample_of(b, name);
+      int p = mb_batching_per_sample_index(b, name);
       size_t ul = strlen(unit);
       if (z->n_graphs && !in_table && p >= 0) /* "4 per graph": the unit, its plural 's' dropped */
         OUT(" (%lld per %.*s)", (long long)b->counts[p], (int)(ul > 1 && unit[ul - 1] == 's' ? ul - 1 : ul), unit);
     }
   if (z->n_graphs && b->quantile > 0) {
-    int64_t K = b->batches > 0 ? b->batches : DEFAULT_BATCHES;
-    OUT("; no dim of at least %lld of the %lld batches is larger", (long long)covered_batches(s), (long long)K);
+    OUT("; no dim of at least %lld of the %lld batches is larger", (long long)mb_batching_covered_batches(b),
+        (long long)mb_batching_num_batches(b));
   }
 #undef OUT
   if (o >= sizeof text) o = sizeof text - 1;

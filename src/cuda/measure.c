@@ -7,10 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/versioned.h"
 #include "budget/estimate.h"
+#include "budget/step.h"
 #include "cuda/device.h"
 #include "cuda/replay.h"
+#include "util/versioned.h"
 
 #define WS_PRE_HOPPER 8519680u /* the cuBLAS workspace PyTorch uses below sm90 (budget/gpus.c) */
 #define WS_HOPPER 33554432u
@@ -159,7 +160,7 @@ int mb_measure_budget(mb_measure *m, const mb_model *model, const mb_setup *s, m
   if (tr->batch_min > tr->batch_max)
     return mb_fail(d, MB_E_INVALID_ARG, "batch_min %lld is above batch_max %lld", (long long)tr->batch_min,
                    (long long)tr->batch_max);
-  if (mb_plan_build(model, eff, plan, d) != MB_OK) return d->status;
+  if (mb_setup_plan_build(model, eff, plan, d) != MB_OK) return d->status;
   int64_t b = s->batch;
   if (b < 0 && solve(m, *plan, eff, &b, d) != MB_OK) return d->status;
   mb_replay rp, lo_rp;
@@ -203,7 +204,7 @@ int mb_measure_replays(mb_measure *m, const mb_model *model, const mb_setup *s, 
   mb_setup eff;
   mb_plan *p = NULL;
   effective(m, s, &eff);
-  if (mb_plan_build(model, &eff, &p, d) == MB_OK)
+  if (mb_setup_plan_build(model, &eff, &p, d) == MB_OK)
     for (size_t i = 0; i < n && d->status == MB_OK; i++) {
       if (batches[i] < 1) mb_fail(d, MB_E_INVALID_ARG, "batch sizes must be at least 1, not %lld", (long long)batches[i]);
       else replay_at(m, p, &eff, batches[i], &out[i], d);

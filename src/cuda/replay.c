@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "budget/estimate.h"
+#include "budget/step.h"
 #include "cuda/pool.h"
 #include "cuda/workspace.h"
 #include "shape/infer.h"
@@ -173,13 +174,16 @@ int mb_replay_step(mb_cuda *c, const mb_plan *p, const mb_setup *s, int64_t batc
     mb_fail(d, MB_E_NOMEM, "out of memory");
     goto done;
   }
-  if (mb_plan_run(p, s, batch, &r, bytes, NULL, d) != MB_OK || plan_workspaces(p, flags, dtype, d) != MB_OK) goto done;
+  if (mb_setup_plan_run(p, s, batch, &r, bytes, NULL, d) != MB_OK || plan_workspaces(p, flags, dtype, d) != MB_OK)
+    goto done;
   int64_t eval_batch = p->eval_batch < 0 ? batch : p->eval_batch;
   const mb_model *models[3] = {p->model, p->teacher, p->eval_batch && eval_batch != batch ? p->model : NULL};
   const int64_t batches[3] = {batch, batch, eval_batch};
+  mb_shape_inputs in;
+  mb_setup_shape_inputs(s, &in);
   for (int k = 0; k < 3; k++) {
     if (!models[k]) continue;
-    if (mb_shapes_run(models[k], s, batches[k], &sh[k]) != MB_OK) {
+    if (mb_shapes_run(models[k], &in, batches[k], &sh[k]) != MB_OK) {
       mb_fail(d, mb_shapes_status(sh[k]), "at batch %lld: %s", (long long)batches[k], mb_shapes_errmsg(sh[k]));
       goto done;
     }

@@ -87,8 +87,9 @@ typedef struct mb_attr {
 
 struct mb_op_def;
 
-/* Where a node came from in PyTorch (onnx/origin.h). Strings are interned: nodes translated
- * from one FX node share them, so comparing pointers compares origins. */
+/* Where a node came from in PyTorch (filled from the export by onnx/origin.c, read with
+ * graph/origin.h). Strings are interned: nodes translated from one FX node share them, so
+ * comparing pointers compares origins. */
 typedef struct mb_origin {
   const char *module;       /* dotted module path ("layer1.0.conv1"), "" at the top level,
                              * NULL when the export does not say */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "onnx/dtype.h"
+#include "graph/dtype.h"
 #include "onnx/origin.h"
 #include "onnx/wire.h"
 #include "util/strmap.h"

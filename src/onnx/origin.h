@@ -7,7 +7,9 @@
  *                               conv2d.default](args = (%max_pool2d, %p_layer1_0_conv1_weight,
  *                               None, [1, 1], [1, 1]), kwargs = {})
  * The TorchScript exporter names nodes by scope instead: "/layer1/layer1.0/conv1/Conv". Both
- * become the same dotted module path ("layer1.0.conv1"), the form users write in PyTorch. */
+ * become the same dotted module path ("layer1.0.conv1"), the form users write in PyTorch.
+ * This file reads them from the protobuf at conversion; graph/origin.h reads what the IR's
+ * mb_origin then says. */
 #ifndef MB_ONNX_ORIGIN_H
 #define MB_ONNX_ORIGIN_H
 #include "graph/graph.h"
@@ -30,24 +32,4 @@ const char *mb_intern(mb_interner *in, const char *s, size_t len);
 /* Fill n->origin from the node's metadata (unknown fields to the protobuf-c schema, which
  * predates NodeProto.metadata_props) or its TorchScript-style name. MB_OK or MB_E_NOMEM. */
 int mb_origin_read(const Onnx__NodeProto *pn, mb_node *n, mb_interner *in);
-
-/* Does the FX name `arg` (n bytes: "x", "p_fc_weight") name the value called `name` ("x",
- * "fc.weight")? torch.export names a parameter's placeholder p_<path, non-alphanumerics as
- * '_'>, a buffer's b_<...>, a lifted tensor constant's c_<...>. Returns '=' for the same name,
- * 'p', 'b' or 'c' for a placeholder of that kind, 0 otherwise. */
-char mb_fx_names(const char *arg, size_t n, const char *name);
-/* The next "%name" token of FX arguments at or after *p: sets *tok and *len and moves *p past
- * it; false when there is none. */
-bool mb_fx_next_arg(const char **p, const char **tok, size_t *len);
-
-/* A literal argument of the FX call: positional argument `pos` or keyword `kw` (either may be
- * unused: -1 / NULL). Numbers, True/False (1/0). False when absent or not a literal. */
-bool mb_fx_literal(const mb_origin *o, int pos, const char *kw, double *value);
-
-/* The module path of a TorchScript-style node name ("/encoder/layer.0/attention/self/query/
- * MatMul" -> "encoder.layer.0.attention.self.query") into buf; false when the name has no
- * scope. Exposed for tests. */
-bool mb_origin_module_of_name(const char *name, char *buf, size_t size);
-/* The same for the first len bytes of a scope (mb_origin.scope), cut at a '/'. */
-bool mb_origin_module_of_scope(const char *scope, size_t len, char *buf, size_t size);
 #endif

@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "budget/setup.h"
 #include "ops/op.h"
 
 int mb_op_assume(mb_op_ctx *c, int64_t value, const char *fmt, ...) {
@@ -159,12 +158,12 @@ int mb_op_reduce_max_value(mb_op_ctx *c, const mb_tinfo *x) {
     return MB_OK;
   if (indexes_a_table(g, in) || !feeds_sizes_only(c, c->node->outputs[0])) return MB_OK;
   const char *dim = val->type.dim_params[0];
-  const mb_setup *s = c->setup;
-  int k = s ? mb_setup_sample_index(s, dim) : -1;
+  const mb_op_dims *dims = c->dims;
+  int k = -1;
+  for (size_t i = 0; dims && i < dims->n_per_sample && k < 0; i++)
+    if (!strcmp(dims->per_sample[i], dim)) k = (int)i;
   bool graphs = k >= 0 && c->batch >= 1;
-  if (graphs && (size_t)k < s->batching.n && s->batching.counts[k] == 1 &&
-      mb_setup_batch_rule(s) == MB_BATCH_PER_SAMPLE)
-    graphs = false; /* a dim that is the batch itself holds no node per entry */
+  if (graphs && dims->is_batch[k]) graphs = false; /* a dim that is the batch itself holds no node per entry */
   if (graphs && c->batch > x->dims[0]) graphs = false; /* more graphs than nodes: at most the nodes */
   int64_t value = graphs ? c->batch - 1 : x->dims[0] - 1;
   int rc = mb_op_set_ivalues(c, 0, &value, 1);
@@ -174,7 +173,7 @@ int mb_op_reduce_max_value(mb_op_ctx *c, const mb_tinfo *x) {
                         "ReduceMax of graph input '%s' [%s], PyTorch Geometric's batch vector (each node's graph "
                         "index, 0 to graphs - 1): a batch of %lld %s makes it %lld, so the number of graphs "
                         "computed as its max + 1 is %lld", val->name, dim, (long long)c->batch,
-                        mb_setup_batch_unit(s), (long long)value, (long long)c->batch);
+                        dims->unit, (long long)value, (long long)c->batch);
   return mb_op_assume(c, value,
                       "ReduceMax of graph input '%s' [%s = %lld], taken as PyTorch Geometric's batch vector (each "
                       "node's graph index): at most %lld, so the number of graphs computed as its max + 1 is at "

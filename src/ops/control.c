@@ -2,7 +2,7 @@
  * static". A trip count that is not known statically is bounded by the user. */
 #include <string.h>
 
-#include "onnx/dtype.h"
+#include "graph/dtype.h"
 #include "ops/op.h"
 
 static const mb_graph *graph_attr(const mb_op_ctx *c, const char *name) {

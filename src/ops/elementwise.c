@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "onnx/dtype.h"
+#include "graph/dtype.h"
 #include "ops/op.h"
 
 /* ONNX Round: halves go to the even neighbour, whatever the FPU's rounding mode. */

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "onnx/dtype.h"
+#include "graph/dtype.h"
 #include "ops/op.h"
 
 static int like_input(mb_op_ctx *c) { /* output 0 has input 0's shape and type */

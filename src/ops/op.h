@@ -24,7 +24,7 @@ typedef struct mb_tinfo {
   int32_t seq_len;
 } mb_tinfo;
 
-/* A data-dependent size bounded by a default rule because the setup gave no value for it
+/* A data-dependent size bounded by a default rule because the caller gave no value for it
  * (ops/bounds.c): named in the output so that it is never a silent guess. */
 typedef struct mb_assumption {
   const char *node, *op_type;
@@ -37,6 +37,19 @@ typedef struct mb_assumptions {
   int32_t n, cap;
 } mb_assumptions;
 
+/* The caller's dims as the shape rules read them (shape inference fills it from its inputs,
+ * shape/inputs.h): values given by name, and the dims that grow with the batch. */
+typedef struct mb_op_dims {
+  const char *const *names; /* dims and data-dependent bounds given by name (--dim NAME=N) */
+  const int64_t *values;
+  size_t n;
+  const char *const *per_sample; /* per-sample dims (batches of graphs), in their order */
+  const bool *is_batch;     /* per per-sample dim: it is the batch itself (a count of 1 per
+                             * sample, no graph-size table), so it holds no graph per entry */
+  size_t n_per_sample;
+  const char *unit;         /* what the batch counts: "samples", "graphs" or the batch_unit given */
+} mb_op_dims;
+
 typedef struct mb_op_ctx mb_op_ctx;
 struct mb_op_ctx {
   mb_arena *arena;        /* per-evaluation memory */
@@ -47,7 +60,7 @@ struct mb_op_ctx {
   int32_t n_in, n_out;
   const mb_tinfo *const *in; /* NULL where an optional input is omitted */
   mb_tinfo *const *out;      /* NULL where an optional output is omitted */
-  const struct mb_setup *setup; /* the caller's dim values (bounds for data-dependent sizes) */
+  const mb_op_dims *dims;  /* the caller's dim values (bounds for data-dependent sizes) */
   /* Control flow: infer subgraph g with its formal inputs bound to `inputs` (n of them);
    * *outputs receives g's n_outputs tensor infos (arena memory). */
   int (*infer_subgraph)(struct mb_op_ctx *c, const mb_graph *g, const mb_tinfo *const *inputs,

@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "budget/setup.h"
 #include "ops/op.h"
 
 int mb_op_fail(mb_op_ctx *c, const char *fmt, ...) {
@@ -185,10 +184,10 @@ int mb_op_set_fvalues(mb_op_ctx *c, int32_t i, const double *v, int64_t n) {
 }
 
 bool mb_op_user_dim(const mb_op_ctx *c, const char *name, int64_t *v) {
-  const mb_setup *s = c->setup;
-  for (size_t i = 0; s && name && i < s->n_dims; i++)
-    if (!strcmp(s->dim_names[i], name)) {
-      *v = s->dim_values[i];
+  const mb_op_dims *dims = c->dims;
+  for (size_t i = 0; dims && name && i < dims->n; i++)
+    if (!strcmp(dims->names[i], name)) {
+      *v = dims->values[i];
       return true;
     }
   return false;

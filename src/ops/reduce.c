@@ -2,7 +2,7 @@
  * after), ArgMax/ArgMin. keepdims keeps reduced axes as 1. */
 #include <string.h>
 
-#include "onnx/dtype.h"
+#include "graph/dtype.h"
 #include "ops/op.h"
 
 static int reduce_to(mb_op_ctx *c, const mb_tinfo *x, const int64_t *axes, int64_t n,

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "onnx/dtype.h"
+#include "graph/dtype.h"
 #include "ops/op.h"
 
 static int oom(mb_op_ctx *c) { return mb_fail(c->d, MB_E_NOMEM, "out of memory"); }

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "onnx/dtype.h"
+#include "graph/dtype.h"
 #include "passes/fuse.h"
 
 #define MAX_HEAD_DIM 256 /* use_gqa_in_sdpa: larger head dims fall back to repeated k/v */

@@ -6,8 +6,8 @@
 
 #include <string.h>
 
-#include "onnx/dtype.h"
-#include "onnx/origin.h"
+#include "graph/dtype.h"
+#include "graph/origin.h"
 #include "passes/aten.h"
 
 typedef struct matcher {

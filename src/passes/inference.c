@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "onnx/dtype.h"
-#include "onnx/origin.h"
+#include "graph/dtype.h"
+#include "graph/origin.h"
 
 static bool is(const mb_node *n, const char *op) { return !n->domain[0] && !strcmp(n->op_type, op); }
 

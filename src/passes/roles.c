@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "onnx/dtype.h"
-#include "onnx/origin.h"
+#include "graph/dtype.h"
+#include "graph/origin.h"
 #include "util/strmap.h"
 
 /* What an input position of an op means for a constant tensor that feeds it:

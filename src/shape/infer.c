@@ -4,10 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "budget/setup.h"
+#include "membudget/membudget.h"
 #include "ops/op.h"
 #include "shape/infer.h"
-#include "membudget/membudget.h"
 
 struct mb_shapes {
   mb_arena arena;
@@ -20,22 +19,23 @@ struct mb_shapes {
   int64_t unroll_budget; /* nested Loops multiply their trip counts: bound the total */
   int64_t batch;         /* the batch size bound to the batch dim (-1: none) */
   mb_assumptions assumed; /* default bounds taken for data-dependent sizes (ops/bounds.c) */
+  mb_op_dims op_dims;    /* the inputs' dims as the shape rules read them */
 };
 
-static int64_t bound_dim(const mb_setup *s, const char *name, bool *found) {
+static int64_t bound_dim(const mb_shape_inputs *in, const char *name, bool *found) {
   *found = false;
-  for (size_t i = 0; s && i < s->n_dims; i++)
-    if (!strcmp(s->dim_names[i], name)) {
+  for (size_t i = 0; in && i < in->n_dims; i++)
+    if (!strcmp(in->dim_names[i], name)) {
       *found = true;
-      return s->dim_values[i];
+      return in->dim_values[i];
     }
   return -1;
 }
 
 /* The batch dim: the one named by the caller, else the symbolic dim on axis 0 of the first
  * graph input that has one. NULL when every input is static. */
-static const char *batch_dim_name(const mb_graph *g, const mb_setup *s) {
-  if (s && s->batch_dim) return s->batch_dim;
+static const char *batch_dim_name(const mb_graph *g, const mb_shape_inputs *in) {
+  if (in && in->batch_dim) return in->batch_dim;
   for (int32_t i = 0; i < g->n_inputs; i++) {
     const mb_type *ty = &g->values[g->inputs[i]].type;
     if (ty->rank > 0 && ty->dim_params[0]) return ty->dim_params[0];
@@ -43,27 +43,58 @@ static const char *batch_dim_name(const mb_graph *g, const mb_setup *s) {
   return NULL;
 }
 
+static const mb_const_tensor *bound_input(const mb_shape_inputs *in, size_t k) {
+  return in && k < in->n_bound && in->is_bound[k] ? &in->bound[k] : NULL;
+}
+
+/* The inputs' dims as the shape rules read them (ops/op.h): the named values, and each
+ * per-sample dim with whether it is the batch itself. */
+static int op_dims(mb_shapes *sh, const mb_shape_inputs *in, mb_diag *d) {
+  mb_op_dims *o = &sh->op_dims;
+  if (!in) return MB_OK;
+  o->names = (const char *const *)in->dim_names;
+  o->values = in->dim_values;
+  o->n = in->n_dims;
+  const mb_batching *b = in->batching;
+  size_t n = mb_batching_num_sample_dims(b);
+  if (!n) return MB_OK;
+  const char **names = mb_arena_array(&sh->arena, n, sizeof *names);
+  bool *is_batch = mb_arena_array(&sh->arena, n, sizeof *is_batch);
+  if (!names || !is_batch) return mb_fail(d, MB_E_NOMEM, "out of memory");
+  bool per_sample_rule = mb_batching_rule(b) == MB_BATCH_PER_SAMPLE;
+  for (size_t k = 0; k < n; k++) {
+    names[k] = mb_batching_sample_dim(b, k);
+    is_batch[k] = k < b->n && b->counts[k] == 1 && per_sample_rule;
+  }
+  o->per_sample = names;
+  o->is_batch = is_batch;
+  o->n_per_sample = n;
+  o->unit = mb_batching_unit(b);
+  return MB_OK;
+}
+
 /* Graph inputs: declared shapes with symbolic dims bound by name (--dim), the batch dim by
  * the batch size; with fully static inputs and a batch size, axis 0 of every input. */
-static int bind_inputs(mb_shapes *sh, const mb_graph *g, const mb_setup *s, mb_diag *d) {
-  /* per-sample dims (batches of graphs): their values for this batch, under the setup's rule */
-  size_t n_sample = s ? mb_setup_num_sample_dims(s) : 0;
+static int bind_inputs(mb_shapes *sh, const mb_graph *g, const mb_shape_inputs *in, mb_diag *d) {
+  /* per-sample dims (batches of graphs): their values for this batch, under the batching rule */
+  const mb_batching *batching = in ? in->batching : NULL;
+  size_t n_sample = mb_batching_num_sample_dims(batching);
   int64_t *sample = NULL;
   if (n_sample && sh->batch >= 0) {
     sample = mb_arena_array(&sh->arena, n_sample, sizeof *sample);
     if (!sample) return mb_fail(d, MB_E_NOMEM, "out of memory");
-    if (mb_setup_dims_at(s, sh->batch, sample, d) != MB_OK) return d->status;
+    if (mb_batching_dims_at(batching, sh->batch, sample, d) != MB_OK) return d->status;
   }
-  const char *batch_name = sh->batch >= 0 ? batch_dim_name(g, s) : NULL;
+  const char *batch_name = sh->batch >= 0 ? batch_dim_name(g, in) : NULL;
   bool static_batch = sh->batch >= 0 && !batch_name;
   if (static_batch)
     snprintf(sh->note, sizeof sh->note,
              "the graph inputs are fully static: axis 0 of each input is taken as the batch "
-             "axis and set to %lld", (long long)s->batch);
+             "axis and set to %lld", (long long)sh->batch);
   for (int32_t i = 0; i < g->n_inputs; i++) {
     const mb_value *v = &g->values[g->inputs[i]];
     mb_tinfo *t = &sh->t[g->inputs[i]];
-    const mb_const_tensor *b = mb_setup_bound_input(s, (size_t)i);
+    const mb_const_tensor *b = bound_input(in, (size_t)i);
     if (b) { /* a concrete tensor given by the caller */
       t->dtype = b->dtype;
       t->rank = b->rank;
@@ -80,8 +111,8 @@ static int bind_inputs(mb_shapes *sh, const mb_graph *g, const mb_setup *s, mb_d
     for (int32_t k = 0; k < t->rank; k++) {
       const char *p = v->type.dim_params[k];
       bool found = false;
-      int64_t val = p ? bound_dim(s, p, &found) : v->type.dims[k];
-      int si = p && n_sample ? mb_setup_sample_index(s, p) : -1;
+      int64_t val = p ? bound_dim(in, p, &found) : v->type.dims[k];
+      int si = p && n_sample ? mb_batching_sample_index(batching, p) : -1;
       if (si >= 0 && found)
         return mb_fail(d, MB_E_INVALID_ARG,
                        "dim '%s' grows with the batch (per-sample dims: per_sample, graph sizes) and is also "
@@ -145,7 +176,6 @@ typedef struct frame {
   const struct frame *up;
   mb_shapes *sh;
   const mb_model *m;
-  const mb_setup *s;
   mb_diag *d;
 } frame;
 
@@ -154,7 +184,7 @@ static int infer_nodes(frame *f);
 static int infer_subgraph(mb_op_ctx *c, const mb_graph *g, const mb_tinfo *const *inputs,
                           int32_t n, mb_tinfo **outputs) {
   const frame *outer = c->infer_state;
-  frame f = {g, NULL, outer, outer->sh, outer->m, outer->s, outer->d};
+  frame f = {g, NULL, outer, outer->sh, outer->m, outer->d};
   f.t = mb_arena_array(&f.sh->arena, (size_t)g->n_values + 1, sizeof *f.t);
   if (!f.t) return mb_fail(f.d, MB_E_NOMEM, "out of memory");
   for (int32_t v = 0; v < g->n_values; v++) f.t[v].rank = -1;
@@ -283,7 +313,7 @@ static int infer_nodes(frame *f) {
     }
     bool bound_asked = false;
     mb_op_ctx c = {&f->sh->arena, d, n, g, opset, n->n_inputs, n->n_outputs,
-                   (const mb_tinfo *const *)in, (mb_tinfo *const *)out, f->s,
+                   (const mb_tinfo *const *)in, (mb_tinfo *const *)out, &f->sh->op_dims,
                    infer_subgraph, f, &f->sh->unroll_budget, f->sh->batch, &f->sh->assumed,
                    &bound_asked};
     rc = def->shape(&c);
@@ -295,10 +325,10 @@ static int infer_nodes(frame *f) {
   return rc;
 }
 
-MB_API int mb_infer_shapes(const mb_model *m, const mb_setup *s, mb_shapes **out) {
+int mb_shapes_infer(const mb_model *m, const mb_shape_inputs *in, int64_t batch, mb_shapes **out) {
   mb_diag d;
   mb_diag_init(&d);
-  if (out && mb_shapes_check_sample_dims(m, s, &d) != MB_OK) { /* a typo in a dim's name, said as such */
+  if (out && mb_shapes_check_sample_dims(m, in, &d) != MB_OK) { /* a typo in a dim's name, said as such */
     mb_shapes *sh = *out = calloc(1, sizeof *sh);
     if (!sh) return MB_E_NOMEM;
     mb_arena_init(&sh->arena);
@@ -306,14 +336,14 @@ MB_API int mb_infer_shapes(const mb_model *m, const mb_setup *s, mb_shapes **out
     snprintf(sh->errmsg, sizeof sh->errmsg, "%s", d.msg);
     return d.status;
   }
-  return mb_shapes_run(m, s, s ? s->batch : -1, out);
+  return mb_shapes_run(m, in, batch, out);
 }
 
 const mb_tinfo *mb_shapes_tinfo(const mb_shapes *sh) { return sh->t; }
 
 int mb_shapes_status(const mb_shapes *sh) { return sh ? sh->status : MB_E_NOMEM; }
 
-int mb_shapes_run(const mb_model *m, const mb_setup *s, int64_t batch, mb_shapes **out) {
+int mb_shapes_run(const mb_model *m, const mb_shape_inputs *in, int64_t batch, mb_shapes **out) {
   if (!out) return MB_E_INVALID_ARG;
   mb_shapes *sh = *out = calloc(1, sizeof *sh);
   if (!sh) return MB_E_NOMEM;
@@ -334,8 +364,8 @@ int mb_shapes_run(const mb_model *m, const mb_setup *s, int64_t batch, mb_shapes
     } else {
       for (int32_t v = 0; v < g->n_values; v++) sh->t[v].rank = -1;
       bind_initializers(sh->t, g);
-      frame f = {g, sh->t, NULL, sh, m, s, &d};
-      if (bind_inputs(sh, g, s, &d) == MB_OK) infer_nodes(&f);
+      frame f = {g, sh->t, NULL, sh, m, &d};
+      if (op_dims(sh, in, &d) == MB_OK && bind_inputs(sh, g, in, &d) == MB_OK) infer_nodes(&f);
     }
   }
   sh->status = d.status;
@@ -403,12 +433,13 @@ MB_API int mb_shapes_assumption(const mb_shapes *sh, size_t i, const char **node
 
 const mb_assumptions *mb_shapes_assumed(const mb_shapes *sh) { return &sh->assumed; }
 
-int mb_shapes_check_sample_dims(const mb_model *m, const mb_setup *s, mb_diag *d) {
-  size_t n = s ? mb_setup_num_sample_dims(s) : 0;
+int mb_shapes_check_sample_dims(const mb_model *m, const mb_shape_inputs *in, mb_diag *d) {
+  const mb_batching *batching = in ? in->batching : NULL;
+  size_t n = mb_batching_num_sample_dims(batching);
   if (!n || !m || !m->graph) return MB_OK;
   const mb_graph *g = m->graph;
   for (size_t i = 0; i < n; i++) {
-    const char *name = mb_setup_sample_dim(s, i);
+    const char *name = mb_batching_sample_dim(batching, i);
     bool found = false;
     for (int32_t k = 0; k < g->n_inputs && !found; k++) {
       const mb_type *ty = &g->values[g->inputs[k]].type;

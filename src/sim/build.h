@@ -7,6 +7,7 @@
 #include "ops/op.h"
 #include "passes/fuse.h"
 #include "sim/plan.h"
+#include "sim/step.h"
 #include "util/arena.h"
 
 #define MB_LN_MAX_SAVED 12
@@ -59,8 +60,7 @@ typedef struct mb_model_state {
 
 typedef struct mb_builder {
   mb_plan *p;
-  const mb_setup *s;
-  const mb_train *tr;
+  const mb_step *step;
   mb_diag *d;
   mb_arena a;             /* scratch for building */
   mb_model_state ms[3];   /* the model, the teacher, the model in eval mode (MB_MS_EVAL) */

@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "onnx/dtype.h"
-#include "onnx/origin.h"
+#include "graph/dtype.h"
+#include "graph/origin.h"
 #include "sim/build.h"
 #include "util/glob.h"
 
@@ -94,7 +94,7 @@ static int32_t unit_of_node(mb_builder *b, units *u, const mb_node *n) {
   const char *end = strrchr(scope, '/');
   char dotted[512];
   if (!mb_origin_module_of_scope(scope, (size_t)(end - scope), dotted, sizeof dotted)) return 0;
-  return unit_of(b, u, dotted, wrapped_prefix(&b->tr->dist, dotted));
+  return unit_of(b, u, dotted, wrapped_prefix(&b->step->dist, dotted));
 }
 
 /* A parameter's unit: by its name's module path when a glob names one, else the unit of the
@@ -108,7 +108,7 @@ static int32_t unit_of_param(mb_builder *b, units *u, int32_t v, const int32_t *
     size_t len = (size_t)(dot - name) < sizeof path - 1 ? (size_t)(dot - name) : sizeof path - 1;
     memcpy(path, name, len);
     path[len] = '\0';
-    size_t w = wrapped_prefix(&b->tr->dist, path);
+    size_t w = wrapped_prefix(&b->step->dist, path);
     if (w) return unit_of(b, u, path, w);
   }
   for (int32_t k = 0; k < g->n_nodes; k++)
@@ -161,9 +161,9 @@ static int32_t gather(mb_builder *b, weave *w, int64_t pos, int phase, const uni
   uint64_t bytes = u->bytes[k];
   int32_t full = fixed_slot(b, MB_CAT_PARAMETER, bytes, name);
   if (full < 0) return -1;
-  if (b->tr->dist.strategy == MB_STRATEGY_ZERO3) /* all-gathered straight into the parameters */
+  if (b->step->dist.strategy == MB_STRATEGY_ZERO3) /* all-gathered straight into the parameters */
     return add(b, w, pos, 1, phase, full) ? -1 : full;
-  int32_t out = fixed_slot(b, MB_CAT_TEMPORARY, u->shard[k] * (uint64_t)mb_dist_shards(&b->tr->dist),
+  int32_t out = fixed_slot(b, MB_CAT_TEMPORARY, u->shard[k] * (uint64_t)mb_dist_shards(&b->step->dist),
                            "FSDP all-gather output");
   if (out < 0) return -1;
   if (add(b, w, pos, 1, phase, out) || add(b, w, pos, 1, phase, full) || add(b, w, pos, 0, phase, out)) return -1;
@@ -175,7 +175,7 @@ static int zero_grads(mb_builder *b, weave *w);
 
 /* ZeRO-1, -2, and -3's gradients (and ZeRO-3's gathers, as FSDP's below). */
 int mb_dist_events(mb_builder *b) {
-  const mb_dist_opts *o = &b->tr->dist;
+  const mb_dist_opts *o = &b->step->dist;
   if (!mb_dist_is_zero(o) || o->world_size <= 1) return mb_dist_fsdp_events(b);
   weave w = {0};
   int rc = zero_grads(b, &w);
@@ -186,7 +186,7 @@ int mb_dist_events(mb_builder *b) {
 }
 
 int mb_dist_fsdp_events(mb_builder *b) {
-  const mb_dist_opts *o = &b->tr->dist;
+  const mb_dist_opts *o = &b->step->dist;
   int32_t shards = mb_dist_shards(o);
   if ((o->strategy != MB_STRATEGY_FSDP && o->strategy != MB_STRATEGY_ZERO3) || shards <= 1) return MB_OK;
   bool zero3 = o->strategy == MB_STRATEGY_ZERO3;
@@ -340,7 +340,7 @@ int mb_dist_fsdp_events(mb_builder *b) {
  * drop the whole gradients each time the buffer fills (reduce_bucket_size elements), the rest
  * when backward ends. */
 static int zero_grads(mb_builder *b, weave *w) {
-  const mb_dist_opts *o = &b->tr->dist;
+  const mb_dist_opts *o = &b->step->dist;
   mb_plan *p = b->p;
   const mb_model_state *ms = &b->ms[0];
   bool *freed = calloc((size_t)p->n_slots + 1, sizeof(bool));

@@ -12,8 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "budget/estimate.h"
-#include "onnx/dtype.h"
+#include "graph/dtype.h"
 #include "sim/build.h"
 #include "sim/optim.h"
 
@@ -216,7 +215,7 @@ static int recompute(emitter *e, segment *sg, int32_t id) {
  * both inputs do. */
 static void sum_into_first(emitter *e, int32_t v, int32_t c, int32_t node) {
   int32_t sum = -1;
-  if (e->b->tr->grad_sum_copy || e->gview[v]) {
+  if (e->b->step->grad_sum_copy || e->gview[v]) {
     sum = fresh(e, 0, MB_SZ_VALUE, slot(e, c)->category, v, slot(e, c)->dtype, "gradient sum (out of place)");
     if (sum >= 0) ev(e, 1, 0, sum, node);
   }
@@ -259,7 +258,7 @@ static void deliver(emitter *e, const mb_model_state *ms, int32_t v, int32_t c, 
     e->gexp[v] = expanded;
   } else if (e->gexp[v]) {
     int32_t old = e->gslot[v];
-    if (expanded || e->b->tr->grad_sum_copy) { /* neither is dense (or 1.13): old + new, a fresh tensor */
+    if (expanded || e->b->step->grad_sum_copy) { /* neither is dense (or 1.13): old + new, a fresh tensor */
       int32_t incoming = c;
       c = fresh(e, 0, MB_SZ_VALUE, slot(e, old)->category, v, ms->rt[v], "gradient sum (out of place)");
       if (c >= 0) ev(e, 1, 0, c, node);
@@ -474,7 +473,7 @@ static int batchnorm_counters(emitter *e) {
   mb_builder *b = e->b;
   for (int m = 0; m < 2; m++) {
     const mb_graph *g = b->ms[m].g;
-    if (!g || (m == 1 && !b->tr->teacher)) continue;
+    if (!g || (m == 1 && !b->step->teacher)) continue;
     for (int32_t k = 0; k < g->n_nodes; k++) {
       const mb_node *n = &g->nodes[k];
       if (n->domain[0] || strcmp(n->op_type, "BatchNormalization") || n->n_inputs < 5 || n->inputs[3] < 0) continue;
@@ -488,26 +487,26 @@ static int batchnorm_counters(emitter *e) {
 /* .grad tensors that outlive a step: accumulated over micro-batches, or zeroed in place by
  * zero_grad(set_to_none=False) instead of freed. They exist before backward, which adds into
  * them (AccumulateGrad: variable_grad += new_grad). */
-static bool persistent_grads(const mb_train *tr) {
-  return tr->grad_accumulation > 1 || tr->eval.zero_grad == MB_ZERO_GRAD_ZERO ||
-         (tr->dist.strategy == MB_STRATEGY_DDP && tr->dist.bucket_view);
+static bool persistent_grads(const mb_step *step) {
+  return step->grad_accumulation > 1 || step->eval.zero_grad == MB_ZERO_GRAD_ZERO ||
+         (step->dist.strategy == MB_STRATEGY_DDP && step->dist.bucket_view);
 }
 
 /* Several ranks: what the budget does not model yet is refused, not estimated as one GPU. */
 static int dist_supported(const mb_builder *b) {
-  const mb_train *tr = b->tr;
-  const mb_dist_opts *o = &tr->dist;
+  const mb_step *step = b->step;
+  const mb_dist_opts *o = &step->dist;
   bool zero = mb_dist_is_zero(o);
-  if (zero && b->pure && !tr->master_weights)
+  if (zero && b->pure && !step->master_weights)
     return mb_fail(b->d, MB_E_INVALID_ARG, "DeepSpeed ZeRO keeps fp32 master weights of fp16/bf16 parameters: "
                                           "add master_weights (--master-weights)");
   if (o->offload != MB_OFFLOAD_NONE && !zero && o->strategy != MB_STRATEGY_FSDP)
     return mb_fail(b->d, MB_E_INVALID_ARG, "offload needs strategy zero1, zero2, zero3 or fsdp");
   if (!zero && (o->strategy != MB_STRATEGY_FSDP || mb_dist_shards(o) <= 1)) return MB_OK;
-  const char *what = tr->grad_accumulation > 1 ? "grad_accumulation"
-                     : tr->eval.zero_grad == MB_ZERO_GRAD_ZERO ? "zero_grad zero"
-                     : tr->eval.batch ? "an evaluation (eval_batch)"
-                     : tr->ema ? "an EMA copy" : !zero && tr->master_weights ? "master weights" : NULL;
+  const char *what = step->grad_accumulation > 1 ? "grad_accumulation"
+                     : step->eval.zero_grad == MB_ZERO_GRAD_ZERO ? "zero_grad zero"
+                     : step->eval.batch ? "an evaluation (eval_batch)"
+                     : step->ema ? "an EMA copy" : !zero && step->master_weights ? "master weights" : NULL;
   if (what)
     return mb_fail(b->d, MB_E_UNSUPPORTED, "strategy %s with %s is not modelled yet", zero ? "zero" : "fsdp", what);
   if (o->offload == MB_OFFLOAD_OPTIMIZER && o->strategy == MB_STRATEGY_FSDP)
@@ -524,7 +523,7 @@ static int dist_supported(const mb_builder *b) {
  * gradient partition that reductions fill (grads_in_partition, grad_partitions_flat_buffer). */
 static int zero_buffers(emitter *e, uint64_t grad_part) {
   mb_builder *b = e->b;
-  const mb_dist_opts *o = &b->tr->dist;
+  const mb_dist_opts *o = &b->step->dist;
   if (!mb_dist_is_zero(o) || !grad_part) return MB_OK;
   int32_t dt = b->pure ? b->low : MB_DTYPE_FLOAT;
   if (o->offload != MB_OFFLOAD_NONE) /* the partition lives in pinned host memory */
@@ -542,7 +541,7 @@ static int zero_buffers(emitter *e, uint64_t grad_part) {
 /* DDP's gradient buckets (dist.c), when the .grad tensors are not views of them. */
 static int ddp_buckets(emitter *e) {
   mb_builder *b = e->b;
-  const mb_dist_opts *o = &b->tr->dist;
+  const mb_dist_opts *o = &b->step->dist;
   if (o->strategy != MB_STRATEGY_DDP || o->bucket_view) return MB_OK;
   const mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
@@ -559,17 +558,17 @@ static int ddp_buckets(emitter *e) {
 }
 
 /* A rank's part of a parameter's elements split over shards ranks (all of them for 1). */
-static uint64_t rank_numel(const mb_train *tr, int32_t shards, const mb_const_tensor *ct) {
-  return (uint64_t)mb_dist_shard_numel(&tr->dist, shards, ct->dims, ct->rank, ct->numel);
+static uint64_t rank_numel(const mb_step *step, int32_t shards, const mb_const_tensor *ct) {
+  return (uint64_t)mb_dist_shard_numel(&step->dist, shards, ct->dims, ct->rank, ct->numel);
 }
 
 /* teacher_cache N: the N - 1 batches of teacher outputs cached by earlier steps (this step's
  * outputs join them: emit_step keeps them to the end). Cached targets are inputs of the step. */
 static int teacher_cache(emitter *e) {
   mb_builder *b = e->b;
-  int64_t n = b->tr->eval.teacher_cache;
+  int64_t n = b->step->eval.teacher_cache;
   const mb_model_state *ts = &b->ms[1];
-  if (!n || !b->tr->teacher) return MB_OK;
+  if (!n || !b->step->teacher) return MB_OK;
   for (int32_t i = 0; i < ts->g->n_outputs; i++) {
     int32_t o = ts->g->outputs[i];
     if (o < 0 || ts->host[o] || ts->slot_of[o] < 0 || slot(e, ts->slot_of[o])->rule == MB_SZ_ZERO) continue;
@@ -586,13 +585,13 @@ static int teacher_cache(emitter *e) {
 
 static int emit_setup(emitter *e, loss_state *ls) {
   mb_builder *b = e->b;
-  const mb_train *tr = b->tr;
+  const mb_step *step = b->step;
   mb_plan *p = b->p;
   int32_t n_fixed = p->n_slots;
   if (dist_supported(b) != MB_OK) return b->d->status;
   /* FSDP and ZeRO-3: a rank holds its shard of every parameter of the model (ZeRO-3 keeps
    * parameters of at most persistence_threshold elements whole) */
-  int32_t shards = mb_dist_shards(&tr->dist), state_shards = mb_dist_state_shards(&tr->dist);
+  int32_t shards = mb_dist_shards(&step->dist), state_shards = mb_dist_state_shards(&step->dist);
   if (shards > 1)
     for (int32_t v = 0; v < b->ms[0].g->n_values; v++) {
       const mb_graph *g0 = b->ms[0].g;
@@ -601,9 +600,9 @@ static int emit_setup(emitter *e, loss_state *ls) {
           (p->slots[s].category != MB_CAT_PARAMETER && p->slots[s].category != MB_CAT_EMBEDDING))
         continue;
       const mb_const_tensor *ct = &g0->inits[g0->values[v].initializer];
-      if (tr->dist.strategy == MB_STRATEGY_ZERO3 && (int64_t)ct->numel <= tr->dist.persistence_threshold) continue;
-      p->slots[s].fixed = dtype_bytes(b->ms[0].rt[v], rank_numel(tr, shards, ct));
-      if (tr->dist.offload == MB_OFFLOAD_PARAMS) { /* the shard lives on the host */
+      if (step->dist.strategy == MB_STRATEGY_ZERO3 && (int64_t)ct->numel <= step->dist.persistence_threshold) continue;
+      p->slots[s].fixed = dtype_bytes(b->ms[0].rt[v], rank_numel(step, shards, ct));
+      if (step->dist.offload == MB_OFFLOAD_PARAMS) { /* the shard lives on the host */
         p->host_bytes += p->slots[s].fixed;
         p->slots[s].fixed = 0;
       }
@@ -621,50 +620,50 @@ static int emit_setup(emitter *e, loss_state *ls) {
     int32_t dt = ms->rt[v];
     if (ms->trainable_init[v]) {
       e->owned_first[v] = p->n_slots;
-      int state_bytes = tr->master_weights && b->pure ? 4 : mb_dtype_bits(dt) / 8;
+      int state_bytes = step->master_weights && b->pure ? 4 : mb_dtype_bits(dt) / 8;
       uint64_t st[4];
       int64_t sdims[MB_MAX_RANK];
       memcpy(sdims, ct->dims, (size_t)ct->rank * sizeof *sdims);
-      uint64_t numel = rank_numel(tr, state_shards, ct);
-      if (ct->rank > 0 && numel != (uint64_t)ct->numel && !mb_dist_is_zero(&tr->dist))
+      uint64_t numel = rank_numel(step, state_shards, ct);
+      if (ct->rank > 0 && numel != (uint64_t)ct->numel && !mb_dist_is_zero(&step->dist))
         sdims[0] = (int64_t)(numel / (uint64_t)(ct->numel / ct->dims[0]));
       else if (numel != (uint64_t)ct->numel) { /* a flat partition: Adafactor's factored states see a vector */
         sdims[0] = (int64_t)numel;
         for (int i = 1; i < ct->rank; i++) sdims[i] = 1;
       }
       grad_part += dtype_bytes(dt, numel);
-      int n = mb_optim_states(tr->optimizer, sdims, ct->rank, (int64_t)numel, state_bytes, st);
-      bool host = tr->dist.offload != MB_OFFLOAD_NONE; /* states and master on the host */
+      int n = mb_optim_states(step->optimizer, sdims, ct->rank, (int64_t)numel, state_bytes, st);
+      bool host = step->dist.offload != MB_OFFLOAD_NONE; /* states and master on the host */
       for (int k = 0; k < n; k++) {
         if (host) p->host_bytes += st[k];
         else if (fixed(e, 0, MB_CAT_OPTIMIZER, st[k], "optimizer state", 1) < 0) return b->d->status;
       }
-      if (tr->master_weights && b->pure) {
+      if (step->master_weights && b->pure) {
         if (host) p->host_bytes += 2 * numel * 4; /* the master and the fp32 gradients the CPU step reads */
         else if (fixed(e, 0, MB_CAT_MASTER, numel * 4, "fp32 master weight", 1) < 0) return b->d->status;
       }
-      if (persistent_grads(tr)) {
+      if (persistent_grads(step)) {
         int32_t s = fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, numel), ct->name, 1);
         if (s < 0) return b->d->status;
         e->pgrad[v] = s;
       }
       e->owned_n[v] = p->n_slots - e->owned_first[v];
     }
-    if (tr->ema && !ms->host[v] && mb_dtype_is_float(ct->dtype) &&
+    if (step->ema && !ms->host[v] && mb_dtype_is_float(ct->dtype) &&
         fixed(e, 0, MB_CAT_EMA, dtype_bytes(dt, ct->numel), "EMA copy", 1) < 0)
       return b->d->status;
   }
   if (ddp_buckets(e) != MB_OK || zero_buffers(e, grad_part) != MB_OK) return b->d->status;
   /* torch.optim's step counters: a 4-byte tensor per parameter, on the CPU unless the step is
    * capturable or fused, so device memory only when the model trains on the CPU */
-  if (tr->cpu && mb_optim_get(tr->optimizer)->step_tensor)
+  if (step->cpu && mb_optim_get(step->optimizer)->step_tensor)
     for (int32_t v = 0; v < g->n_values; v++)
       if (ms->trainable_init[v] && fixed(e, 0, MB_CAT_OPTIMIZER, 4, "optimizer step", 1) < 0) return b->d->status;
   if (batchnorm_counters(e) != MB_OK) return b->d->status;
   bool gemm = false;
   for (int m = 0; m < 2; m++)
     for (int32_t i = 0; i < b->ms[m].n_ln; i++) gemm |= (b->ms[m].ln[i].r->flags & MB_GF_CUBLAS) != 0;
-  if (tr->teacher && tr->teacher_offload) {
+  if (step->teacher && step->teacher_offload) {
     const mb_model_state *ts = &b->ms[1];
     for (int32_t k = 0; k < ts->g->n_nodes; k++) {
       uint64_t layer = 0;
@@ -679,7 +678,7 @@ static int emit_setup(emitter *e, loss_state *ls) {
     if (fixed(e, 1, MB_CAT_TEACHER, largest_teacher_layer, "teacher layer on the device", 1) < 0) return b->d->status;
   }
   if (teacher_cache(e) != MB_OK) return b->d->status;
-  uint64_t ws = mb_train_workspace(tr);
+  uint64_t ws = step->workspace;
   if (gemm && ws) {
     /* forward GEMMs run on the main thread, backward ones on autograd's: two handles */
     if (fixed(e, 0, MB_CAT_WORKSPACE, ws, "cuBLAS workspace (forward thread)", 1) < 0 ||
@@ -703,20 +702,20 @@ static int emit_setup(emitter *e, loss_state *ls) {
 
 static int emit_optimizer(emitter *e) {
   mb_builder *b = e->b;
-  const mb_train *tr = b->tr;
-  const mb_optim_def *opt = mb_optim_get(tr->optimizer);
+  const mb_step *step = b->step;
+  const mb_optim_def *opt = mb_optim_get(step->optimizer);
   const mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
-  bool master = tr->master_weights && b->pure;
+  bool master = step->master_weights && b->pure;
   /* foreach groups tensors by dtype; each group's lists are freed before the next group */
   int32_t dtypes[4] = {MB_DTYPE_FLOAT, MB_DTYPE_FLOAT16, MB_DTYPE_BFLOAT16, MB_DTYPE_DOUBLE};
   uint64_t largest = 0;
   int32_t largest_dt = MB_DTYPE_FLOAT;
-  if (tr->dist.offload != MB_OFFLOAD_NONE) return MB_OK; /* the step runs on the CPU */
+  if (step->dist.offload != MB_OFFLOAD_NONE) return MB_OK; /* the step runs on the CPU */
   /* DeepSpeed steps its partition with a fused kernel (FusedAdam): no lists, no temporaries */
-  bool zero = mb_dist_is_zero(&tr->dist);
-  int32_t shards = mb_dist_state_shards(&tr->dist);
-  int32_t lists = tr->foreach && !zero ? opt->foreach_lists : 0;
+  bool zero = mb_dist_is_zero(&step->dist);
+  int32_t shards = mb_dist_state_shards(&step->dist);
+  int32_t lists = step->foreach && !zero ? opt->foreach_lists : 0;
   int32_t per_weight = lists + (master ? 1 : 0);
   int32_t *list = mb_arena_array(&b->a, (size_t)g->n_values * (size_t)(per_weight + 1) + 1, sizeof(int32_t));
   if (!list) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
@@ -724,7 +723,7 @@ static int emit_optimizer(emitter *e) {
     int32_t n = 0;
     for (int32_t v = 0; v < g->n_values; v++) {
       if (!ms->trainable_init[v] || !e->reached[v] || ms->rt[v] != dtypes[k]) continue;
-      uint64_t numel = rank_numel(tr, shards, &g->inits[g->values[v].initializer]);
+      uint64_t numel = rank_numel(step, shards, &g->inits[g->values[v].initializer]);
       int32_t sdt = master ? MB_DTYPE_FLOAT : ms->rt[v];
       if (numel > largest) {
         largest = numel;
@@ -744,7 +743,7 @@ static int emit_optimizer(emitter *e) {
     for (int32_t i = 0; i < n; i++) release(e, 0, list[i], -1);
   }
   int32_t tmps[4], n_tmp = 0;
-  int32_t loop = zero ? 0 : opt->loop_temps + (tr->foreach ? 0 : opt->single_temps);
+  int32_t loop = zero ? 0 : opt->loop_temps + (step->foreach ? 0 : opt->single_temps);
   for (int l = 0; l < loop && l < 4 && largest; l++) {
     tmps[n_tmp] = fixed(e, 0, MB_CAT_TEMPORARY, dtype_bytes(largest_dt, largest), "optimizer temporary", 0);
     if (tmps[n_tmp++] < 0) return b->d->status;
@@ -771,7 +770,7 @@ static int by_until(const void *a, const void *b) {
  * batch stays referenced by the loop. */
 static int emit_eval(emitter *e) {
   mb_builder *b = e->b;
-  const mb_train *tr = b->tr;
+  const mb_step *step = b->step;
   mb_plan *p = b->p;
   const mb_model_state *ms = &b->ms[0];
   mb_model_state *es = &b->ms[MB_MS_EVAL];
@@ -779,7 +778,7 @@ static int emit_eval(emitter *e) {
   e->dup = NULL;
   p->step_end = p->n_ev;
   /* zero_grad(set_to_none=True), the step's last act: every .grad goes (a storage once) */
-  if (tr->eval.zero_grad == MB_ZERO_GRAD_NONE) {
+  if (step->eval.zero_grad == MB_ZERO_GRAD_NONE) {
     bool *gone = mb_arena_array(&b->a, (size_t)p->n_slots + 1, sizeof(bool));
     if (!gone) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
     for (int32_t v = 0; v < g->n_values; v++) {
@@ -792,7 +791,7 @@ static int emit_eval(emitter *e) {
   e->phase = MB_PHASE_EVAL;
   /* ema.store: a copy of every parameter (model.parameters(): trainable or not) */
   int32_t first_store = p->n_slots, n_store = 0;
-  if (tr->eval.ema_swap && tr->cpu)
+  if (step->eval.ema_swap && step->cpu)
     for (int32_t v = 0; v < g->n_values; v++) {
       int32_t w = g->values[v].kind == MB_VALUE_INITIALIZER ? ms->slot_of[v] : -1;
       if (w < 0 || slot(e, w)->rule != MB_SZ_FIXED ||
@@ -804,7 +803,7 @@ static int emit_eval(emitter *e) {
       n_store++;
     }
   /* outputs kept from the evaluation's earlier batches */
-  int64_t keep = tr->eval.keep_outputs;
+  int64_t keep = step->eval.keep_outputs;
   int32_t first_kept = p->n_slots, n_kept = 0;
   for (int32_t i = 0; i < g->n_outputs && keep > 0; i++) {
     int32_t o = g->outputs[i];
@@ -869,12 +868,12 @@ int mb_emit_step(mb_builder *b) {
 
   mb_hold *holds[2] = {NULL, NULL};
   int32_t n_holds[2] = {0, 0}, next;
-  for (int k = 0; k < (b->tr->teacher ? 2 : 1); k++) {
+  for (int k = 0; k < (b->step->teacher ? 2 : 1); k++) {
     if (mb_module_holds(b, k, &holds[k], &n_holds[k]) != MB_OK) return b->d->status;
     if (n_holds[k] > 1) qsort(holds[k], (size_t)n_holds[k], sizeof(mb_hold), by_until);
   }
 
-  if (b->tr->teacher) {
+  if (b->step->teacher) {
     e.phase = MB_PHASE_TEACHER;
     mb_model_state *ts = &b->ms[1];
     for (int32_t i = 0; i < ts->g->n_outputs; i++) hold(&e, ts->slot_of[ts->g->outputs[i]]);
@@ -904,7 +903,7 @@ int mb_emit_step(mb_builder *b) {
 
   e.phase = MB_PHASE_BACKWARD;
   if (loss_backward(&e, &ls) != MB_OK) return b->d->status;
-  if (b->tr->teacher && !b->tr->eval.teacher_cache) { /* with a cache they stay: emit_step_end */
+  if (b->step->teacher && !b->step->eval.teacher_cache) { /* with a cache they stay: emit_step_end */
     mb_model_state *ts = &b->ms[1];
     for (int32_t i = 0; i < ts->g->n_outputs; i++) release(&e, 1, ts->slot_of[ts->g->outputs[i]], -1);
   }
@@ -938,7 +937,7 @@ int mb_emit_step(mb_builder *b) {
   if (!reached) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   for (int32_t v = 0; v < g->n_values; v++) {
     if (!ms->trainable_init[v]) continue;
-    bool got = persistent_grads(b->tr) ? e.reached_any[v] : e.pgrad[v] >= 0;
+    bool got = persistent_grads(b->step) ? e.reached_any[v] : e.pgrad[v] >= 0;
     reached[v] = got;
     if (got) b->p->slots[ms->slot_of[v]].has_grad = true;
     else for (int32_t k = 0; k < e.owned_n[v]; k++) b->p->slots[e.owned_first[v] + k].rule = MB_SZ_ZERO;
@@ -946,9 +945,9 @@ int mb_emit_step(mb_builder *b) {
   e.phase = MB_PHASE_OPTIMIZER;
   e.reached = reached;
   if (emit_optimizer(&e) != MB_OK) return b->d->status;
-  b->p->states_at_init = mb_optim_get(b->tr->optimizer)->states_at_init;
-  if (b->tr->eval.batch && emit_eval(&e) != MB_OK) return b->d->status;
-  if (b->tr->teacher && b->tr->eval.teacher_cache) { /* this step's entry of the cache: the step ends */
+  b->p->states_at_init = mb_optim_get(b->step->optimizer)->states_at_init;
+  if (b->step->eval.batch && emit_eval(&e) != MB_OK) return b->d->status;
+  if (b->step->teacher && b->step->eval.teacher_cache) { /* this step's entry of the cache: the step ends */
     mb_model_state *ts = &b->ms[1];
     for (int32_t i = 0; i < ts->g->n_outputs; i++) release(&e, 1, ts->slot_of[ts->g->outputs[i]], -1);
   }

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shape/infer.h"
-#include "onnx/dtype.h"
-#include "onnx/origin.h"
+#include "graph/dtype.h"
+#include "graph/origin.h"
 #include "passes/inference.h"
+#include "shape/infer.h"
 #include "sim/build.h"
 #include "sim/strides.h"
 #include "util/glob.h"
@@ -88,10 +88,10 @@ static int bind_leaves(mb_builder *b, int model) {
       int32_t r = role[val->initializer];
       ms->rt[v] = device_dtype(b, ct->dtype);
       bool trains = model == 0 && (r == MB_ROLE_PARAMETER || r == MB_ROLE_EMBEDDING) &&
-                    mb_setup_trains(b->s, ct->name);
+                    mb_trains(&b->step->trains, ct->name);
       ms->rg[v] = ms->trainable_init[v] = trains;
       ms->host[v] = r == MB_ROLE_CONSTANT && ct->numel <= 64;
-      bool offloaded = model == 1 && b->tr->teacher_offload;
+      bool offloaded = model == 1 && b->step->teacher_offload;
       int rule = ms->host[v] || offloaded ? MB_SZ_ZERO : MB_SZ_FIXED;
       int32_t sl = mb_slot_new(b, model, rule, category_of_role(r, model), v, ms->rt[v], ct->name);
       if (sl < 0) return b->d->status;
@@ -257,14 +257,14 @@ static int stats_slot(mb_builder *b, int model, mb_lnode *ln, int stats, bool ha
       break;
     case MB_STATS_INDICES_OUT: ref = y; dtype = MB_DTYPE_INT64; name = "max-pool indices"; break;
     case MB_STATS_MASK_IN:
-      dtype = b->tr->cpu && x >= 0 ? ms->rt[x] : MB_DTYPE_BOOL; /* CPU: the noise, see above */
+      dtype = b->step->cpu && x >= 0 ? ms->rt[x] : MB_DTYPE_BOOL; /* CPU: the noise, see above */
       name = "dropout mask";
       break;
     case MB_STATS_LSE:
       /* CUDA's memory-efficient kernel (fp32) pads rows to 32; flash (fp16/bf16) and the CPU
        * kernel do not */
       rule = MB_SZ_LSE;
-      axis = !b->tr->cpu && x >= 0 && ms->rt[x] == MB_DTYPE_FLOAT && ln->in_slot[0] >= 0 &&
+      axis = !b->step->cpu && x >= 0 && ms->rt[x] == MB_DTYPE_FLOAT && ln->in_slot[0] >= 0 &&
              b->p->slots[ln->in_slot[0]].dtype == MB_DTYPE_FLOAT ? 32 : 0;
       name = "attention logsumexp";
       break;
@@ -291,9 +291,6 @@ static void keep(mb_lnode *ln, int32_t slot) {
     if (ln->saved[i] == slot) return;
   if (ln->n_saved < MB_LN_MAX_SAVED) ln->saved[ln->n_saved++] = slot;
 }
-
-/* ---- autocast weight-cast cache: one low-precision copy per trainable weight ---- */
-
 
 /* ---- one logical node ---- */
 
@@ -347,7 +344,7 @@ static int64_t *result_strides(mb_builder *b, const mb_model_state *ms, const mb
   int64_t st[64];
   if (y->rank <= 1 || y->rank > 64) return NULL;
   bool sdpa = ln->rule == MB_G_FUSED_ATTENTION || ln->rule == MB_G_ATTENTION || ln->rule == MB_G_SDPA;
-  if (sdpa && !b->tr->cpu && y->rank == 4) {
+  if (sdpa && !b->step->cpu && y->rank == 4) {
     static const int32_t blhd[4] = {0, 2, 1, 3};
     mb_strides_dense_order(y->dims, blhd, 4, st);
     return keep_strides(b, ms, o, st);
@@ -384,10 +381,8 @@ static bool scatters_in_place(const mb_model_state *ms, const mb_lnode *ln) {
   return is_op(&ms->g->nodes[p], "ConstantOfShape");
 }
 
-static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t *n_wc) {
-  mb_model_state *ms = &b->ms[model];
-  const mb_graph *g = ms->g;
-  const mb_node *n = &g->nodes[ln->node];
+/* The per-input and per-output arrays of a logical node, in the builder's arena. */
+static int alloc_lnode(mb_builder *b, mb_lnode *ln) {
   mb_arena *a = &b->a;
   ln->in_slot = mb_arena_array(a, (size_t)ln->n_in + 1, sizeof(int32_t));
   ln->cast_slot = mb_arena_array(a, (size_t)ln->n_in + 1, sizeof(int32_t));
@@ -397,9 +392,12 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
   if (!ln->in_slot || !ln->cast_slot || !ln->src_slot || !ln->out_slot || !ln->out_new)
     return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   ln->stats_slot[0] = ln->stats_slot[1] = -1;
-  const mb_grad_rule *r = ln->r = mb_grad_rule_of(ln->rule);
+  ln->r = mb_grad_rule_of(ln->rule);
+  return MB_OK;
+}
 
-  /* host values: shape arithmetic and Python scalars live on the CPU in PyTorch */
+/* Host values: shape arithmetic and Python scalars live on the CPU in PyTorch. */
+static bool runs_on_host(const mb_model_state *ms, const mb_node *n, const mb_lnode *ln) {
   bool all_host = true, any_in = false;
   for (int32_t i = 0; i < ln->n_in; i++)
     if (ln->in[i] >= 0) {
@@ -408,18 +406,61 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     }
   bool host_op = is_op(n, "Shape") || is_op(n, "Size");
   bool small_out = ln->n_out >= 1 && ln->out[0] >= 0 && plan_numel(ms, ln->out[0]) <= 64;
-  bool host = host_op || (is_op(n, "Constant") && small_out) || (any_in && all_host && small_out);
+  return host_op || (is_op(n, "Constant") && small_out) || (any_in && all_host && small_out);
+}
 
-  /* does autograd record it? */
+/* Does autograd record it? Some float input requires grad, and the op is differentiable and
+ * not run on a detached tensor. */
+static bool autograd_records(const mb_model_state *ms, const mb_lnode *ln) {
   bool record = false;
   for (int32_t i = 0; i < ln->n_in; i++) {
     int32_t v = ln->in[i];
     if (v >= 0 && ms->rg[v] && mb_dtype_is_float(ms->t[v].dtype)) record = true;
   }
-  if ((r->flags & MB_GF_NONDIFF) || ln->detached) record = false;
-  ln->record = record && model == 0;
+  return record && !(ln->r->flags & MB_GF_NONDIFF) && !ln->detached;
+}
 
-  /* dtypes under the precision; autocast casts */
+/* Input i read through a fresh copy of dtype (or layout) `dtype`: the node reads the copy,
+ * made from the storage it read before. */
+static int copy_input(mb_builder *b, int model, mb_lnode *ln, int32_t i, int32_t dtype, const char *why) {
+  int32_t c = mb_slot_new(b, model, MB_SZ_VALUE, MB_CAT_TEMPORARY, ln->in[i], dtype, why);
+  if (c < 0) return b->d->status;
+  ln->src_slot[i] = ln->in_slot[i];
+  ln->in_slot[i] = ln->cast_slot[i] = c;
+  return MB_OK;
+}
+
+/* Autocast casts input i of a node to `want`. A trainable weight's cast is cached until
+ * autocast exits: one copy per weight, made by the first node that reads it. */
+static int autocast_input(mb_builder *b, int model, mb_lnode *ln, int32_t i, int32_t want, wcache *wc,
+                          int32_t *n_wc) {
+  const mb_model_state *ms = &b->ms[model];
+  int32_t v = ln->in[i];
+  int32_t src = ms->slot_of[v];
+  bool cached = want == b->low && ms->rg[v] && src >= 0 && b->p->slots[src].refs == PERSISTENT;
+  if (!cached) return copy_input(b, model, ln, i, want, "autocast copy");
+  int32_t k = 0;
+  while (k < *n_wc && wc[k].weight_slot != src) k++;
+  if (k == *n_wc) {
+    int32_t c = mb_slot_new(b, model, MB_SZ_VALUE, MB_CAT_TEMPORARY, v, want, "autocast weight copy");
+    if (c < 0) return b->d->status;
+    wc[k].weight_slot = src;
+    wc[k].copy_slot = c;
+    b->p->slots[c].refs = 1; /* held until autocast exits (emit.c) */
+    ln->cast_slot[i] = c;
+    (*n_wc)++;
+  }
+  ln->in_slot[i] = wc[k].copy_slot;
+  return MB_OK;
+}
+
+/* The storage each input is read from, and the dtype of float results under the precision
+ * (*out_float): the first float input's, the low dtype of a pure fp16/bf16 setup, or under
+ * autocast what the op's autocast rule casts its inputs to (making the casts). */
+static int cast_inputs(mb_builder *b, int model, mb_lnode *ln, bool host, wcache *wc, int32_t *n_wc,
+                       int32_t *out_float) {
+  const mb_model_state *ms = &b->ms[model];
+  const mb_grad_rule *r = ln->r;
   int32_t widest = 0, first_float = 0;
   for (int32_t i = 0; i < ln->n_in; i++) {
     int32_t v = ln->in[i];
@@ -429,52 +470,40 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     if (!first_float) first_float = ms->rt[v];
     if (!widest || mb_dtype_bits(ms->rt[v]) > mb_dtype_bits(widest)) widest = ms->rt[v];
   }
-  int32_t out_float = first_float ? first_float : MB_DTYPE_FLOAT;
-  if (b->pure) out_float = b->low;
-  if (b->amp && !host) {
-    int32_t want = r->amp == MB_AMP_LOW ? b->low : r->amp == MB_AMP_FP32 ? MB_DTYPE_FLOAT : 0;
-    if (r->amp == MB_AMP_PROMOTE && widest) out_float = widest;
-    if (want) {
-      out_float = want;
-      for (int32_t i = 0; i < ln->n_in; i++) {
-        int32_t v = ln->in[i];
-        if (v < 0 || !mb_dtype_is_float(ms->rt[v]) || ms->rt[v] == want || ms->host[v]) continue;
-        int32_t src = ms->slot_of[v];
-        bool cached = want == b->low && ms->rg[v] && src >= 0 && b->p->slots[src].refs == PERSISTENT;
-        if (cached) { /* a trainable weight: autocast caches its cast until autocast exits */
-          int32_t k = 0;
-          while (k < *n_wc && wc[k].weight_slot != src) k++;
-          if (k == *n_wc) {
-            int32_t c = mb_slot_new(b, model, MB_SZ_VALUE, MB_CAT_TEMPORARY, v, want, "autocast weight copy");
-            if (c < 0) return b->d->status;
-            wc[k].weight_slot = src;
-            wc[k].copy_slot = c;
-            b->p->slots[c].refs = 1; /* held until autocast exits (emit.c) */
-            ln->cast_slot[i] = c;
-            (*n_wc)++;
-          }
-          ln->in_slot[i] = wc[k].copy_slot;
-        } else {
-          int32_t c = mb_slot_new(b, model, MB_SZ_VALUE, MB_CAT_TEMPORARY, v, want, "autocast copy");
-          if (c < 0) return b->d->status;
-          ln->src_slot[i] = ln->in_slot[i];
-          ln->in_slot[i] = ln->cast_slot[i] = c;
-        }
-      }
-    }
+  *out_float = first_float ? first_float : MB_DTYPE_FLOAT;
+  if (b->pure) *out_float = b->low;
+  if (!b->amp || host) return MB_OK;
+  int32_t want = r->amp == MB_AMP_LOW ? b->low : r->amp == MB_AMP_FP32 ? MB_DTYPE_FLOAT : 0;
+  if (r->amp == MB_AMP_PROMOTE && widest) *out_float = widest;
+  if (!want) return MB_OK;
+  *out_float = want;
+  for (int32_t i = 0; i < ln->n_in; i++) {
+    int32_t v = ln->in[i];
+    if (v < 0 || !mb_dtype_is_float(ms->rt[v]) || ms->rt[v] == want || ms->host[v]) continue;
+    if (autocast_input(b, model, ln, i, want, wc, n_wc) != MB_OK) return b->d->status;
   }
-  /* at::matmul's reshape copies permuted operands whose leading dims cannot merge */
-  if (r->flags & MB_GF_MATMUL)
-    for (int i = 0; i < 2 && i < ln->n_in; i++)
-      if (ln->cast_slot[i] < 0 && matmul_operand_copies(ms, ln, i)) {
-        int32_t v = ln->in[i];
-        int32_t c = mb_slot_new(b, model, MB_SZ_VALUE, MB_CAT_TEMPORARY, v, ms->rt[v], "matmul contiguous copy");
-        if (c < 0) return b->d->status;
-        ln->src_slot[i] = ln->in_slot[i];
-        ln->in_slot[i] = ln->cast_slot[i] = c;
-      }
+  return MB_OK;
+}
 
-  /* outputs */
+/* at::matmul's reshape copies permuted operands whose leading dims cannot merge. */
+static int matmul_copies(mb_builder *b, int model, mb_lnode *ln) {
+  const mb_model_state *ms = &b->ms[model];
+  if (!(ln->r->flags & MB_GF_MATMUL)) return MB_OK;
+  for (int i = 0; i < 2 && i < ln->n_in; i++)
+    if (ln->cast_slot[i] < 0 && matmul_operand_copies(ms, ln, i) &&
+        copy_input(b, model, ln, i, ms->rt[ln->in[i]], "matmul contiguous copy") != MB_OK)
+      return b->d->status;
+  return MB_OK;
+}
+
+/* The storage of each output: a view shares its input's (with the strides the view has), batch
+ * norm's running statistics are updated in place, a scatter into a fresh zeros tensor fills it;
+ * everything else allocates. Sets each output's device dtype, requires-grad and host flags. */
+static int bind_outputs(mb_builder *b, int model, mb_lnode *ln, bool host, int32_t out_float) {
+  mb_model_state *ms = &b->ms[model];
+  const mb_graph *g = ms->g;
+  const mb_node *n = &g->nodes[ln->node];
+  const mb_grad_rule *r = ln->r;
   bool view = (r->flags & MB_GF_VIEW) != 0;
   int64_t vst[64];
   bool reshape_copy = false;
@@ -502,7 +531,7 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     ms->rt[o] = mb_dtype_is_float(od) ? out_float : od;
     /* CPU dropout multiplies by a noise tensor of the input's dtype where CUDA's
      * native_dropout keeps a bool mask; that noise is what backward keeps */
-    if (j == 1 && ln->rule == MB_G_DROPOUT && b->tr->cpu && ln->in[0] >= 0) ms->rt[o] = ms->rt[ln->in[0]];
+    if (j == 1 && ln->rule == MB_G_DROPOUT && b->step->cpu && ln->in[0] >= 0) ms->rt[o] = ms->rt[ln->in[0]];
     ms->rg[o] = ln->record && mb_dtype_is_float(od);
     ms->host[o] = host;
     if (j == 0 && scatters_in_place(ms, ln)) {
@@ -528,42 +557,66 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
     }
     ln->out_slot[j] = ms->slot_of[o];
   }
+  return MB_OK;
+}
 
-  /* what backward keeps */
-  if (ln->record) {
-    for (int32_t i = 0; i < ln->n_in && i < 4; i++) {
-      int32_t v = ln->in[i];
-      if (v < 0 || ms->host[v]) continue;
-      bool other = false;
-      for (int32_t j = 0; j < ln->n_in; j++)
-        if (j != i && ln->in[j] >= 0 && ms->rg[ln->in[j]]) other = true;
-      if (r->save_in[i] == MB_SAVE_YES || (r->save_in[i] == MB_SAVE_IF_OTHER && other)) keep(ln, ln->in_slot[i]);
-    }
-    for (int32_t j = 0; j < ln->n_out && j < 8; j++)
-      if ((r->save_out >> j) & 1) keep(ln, ln->out_slot[j]);
-    for (int32_t k = 0; k < ln->n_saved; k++) /* a kept copy of an activation is an activation */
-      for (int32_t i = 0; i < ln->n_in; i++)
-        if (ln->saved[k] == ln->cast_slot[i] && ln->src_slot[i] >= 0) b->p->slots[ln->saved[k]].category = MB_CAT_ACTIVATION;
-    int stats = r->stats;
-    if (ln->rule == MB_G_DROPOUT && (ln->n_out < 2 || ln->out[1] < 0)) stats = MB_STATS_MASK_IN;
-    if (stats) {
-      /* norms keep their two statistics (mean and rstd) as two tensors */
-      bool two = stats == MB_STATS_ROWS2 || stats == MB_STATS_CHANNELS2 || stats == MB_STATS_INSTANCE2 ||
-                 stats == MB_STATS_GROUPS2;
-      for (int k = 0; k < (two ? 2 : 1); k++) {
-        ln->stats_slot[k] = stats_slot(b, model, ln, stats, two);
-        keep(ln, ln->stats_slot[k]);
-      }
-    }
+/* What backward keeps of a recorded node: the inputs and outputs its autograd rule saves, and
+ * the statistics it computes for backward. A failure to make a statistics slot is left in the
+ * builder's status (mb_plan_build reads it). */
+static void keep_for_backward(mb_builder *b, int model, mb_lnode *ln) {
+  const mb_model_state *ms = &b->ms[model];
+  const mb_grad_rule *r = ln->r;
+  for (int32_t i = 0; i < ln->n_in && i < 4; i++) {
+    int32_t v = ln->in[i];
+    if (v < 0 || ms->host[v]) continue;
+    bool other = false;
+    for (int32_t j = 0; j < ln->n_in; j++)
+      if (j != i && ln->in[j] >= 0 && ms->rg[ln->in[j]]) other = true;
+    if (r->save_in[i] == MB_SAVE_YES || (r->save_in[i] == MB_SAVE_IF_OTHER && other)) keep(ln, ln->in_slot[i]);
   }
-  /* forward references: each node reads each of its input storages once, and the storages
-   * its copies were made from */
+  for (int32_t j = 0; j < ln->n_out && j < 8; j++)
+    if ((r->save_out >> j) & 1) keep(ln, ln->out_slot[j]);
+  for (int32_t k = 0; k < ln->n_saved; k++) /* a kept copy of an activation is an activation */
+    for (int32_t i = 0; i < ln->n_in; i++)
+      if (ln->saved[k] == ln->cast_slot[i] && ln->src_slot[i] >= 0) b->p->slots[ln->saved[k]].category = MB_CAT_ACTIVATION;
+  int stats = r->stats;
+  if (ln->rule == MB_G_DROPOUT && (ln->n_out < 2 || ln->out[1] < 0)) stats = MB_STATS_MASK_IN;
+  if (!stats) return;
+  /* norms keep their two statistics (mean and rstd) as two tensors */
+  bool two = stats == MB_STATS_ROWS2 || stats == MB_STATS_CHANNELS2 || stats == MB_STATS_INSTANCE2 ||
+             stats == MB_STATS_GROUPS2;
+  for (int k = 0; k < (two ? 2 : 1); k++) {
+    ln->stats_slot[k] = stats_slot(b, model, ln, stats, two);
+    keep(ln, ln->stats_slot[k]);
+  }
+}
+
+/* Forward references: each node reads each of its input storages once, and the storages its
+ * copies were made from. */
+static void count_reads(mb_builder *b, const mb_lnode *ln) {
   for (int32_t i = 0; i < 2 * ln->n_in; i++) {
     int32_t sl = mb_lnode_read(ln, i);
     bool dup = false;
     for (int32_t j = 0; j < i; j++) dup |= mb_lnode_read(ln, j) == sl;
     if (sl >= 0 && !dup && b->p->slots[sl].refs != PERSISTENT) b->p->slots[sl].refs++;
   }
+}
+
+/* One logical node, in the order PyTorch meets it: where it runs, whether autograd records
+ * it, the copies its inputs go through, its outputs' storages, what backward keeps of it, and
+ * the reads that hold its inputs alive. */
+static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t *n_wc) {
+  mb_model_state *ms = &b->ms[model];
+  const mb_node *n = &ms->g->nodes[ln->node];
+  if (alloc_lnode(b, ln) != MB_OK) return b->d->status;
+  bool host = runs_on_host(ms, n, ln);
+  ln->record = autograd_records(ms, ln) && model == 0;
+  int32_t out_float;
+  if (cast_inputs(b, model, ln, host, wc, n_wc, &out_float) != MB_OK || matmul_copies(b, model, ln) != MB_OK ||
+      bind_outputs(b, model, ln, host, out_float) != MB_OK)
+    return b->d->status;
+  if (ln->record) keep_for_backward(b, model, ln);
+  count_reads(b, ln);
   return MB_OK;
 }
 
@@ -618,7 +671,7 @@ static bool if_aliases(const mb_graph *g, const mb_node *n) {
  * "encoder.layer.3") or, starting with '/', by the scope form of TorchScript node names
  * ("/layers.*"). key receives the module's scope prefix. */
 static int segment_key(const mb_builder *b, const char *scope, char *key, size_t size) {
-  if (!scope || scope[0] != '/' || !b->tr->n_checkpoint) return 0;
+  if (!scope || scope[0] != '/' || !b->step->n_checkpoint) return 0;
   size_t end = (size_t)(strrchr(scope, '/') - scope);
   for (size_t i = 1; i <= end && i < size; i++) {
     if (scope[i] != '/') continue;
@@ -626,8 +679,8 @@ static int segment_key(const mb_builder *b, const char *scope, char *key, size_t
     key[i] = '\0';
     char dotted[512];
     bool have_dotted = mb_origin_module_of_scope(scope, i, dotted, sizeof dotted);
-    for (size_t k = 0; k < b->tr->n_checkpoint; k++) {
-      const char *glob = b->tr->checkpoint[k];
+    for (size_t k = 0; k < b->step->n_checkpoint; k++) {
+      const char *glob = b->step->checkpoint[k];
       if (glob[0] == '/' ? mb_glob_match(glob, key) : have_dotted && mb_glob_match(glob, dotted)) return 1;
     }
   }
@@ -673,9 +726,9 @@ int mb_build_lnodes(mb_builder *b, int model) {
   wcache *wc = ms->wc = mb_arena_array(&b->a, (size_t)g->n_inits + 1, sizeof(wcache));
   if (!ms->slot_of || !ms->rt || !ms->rg || !ms->host || !ms->trainable_init || !ms->strides || !ms->ln || !wc)
     return mb_fail(b->d, MB_E_NOMEM, "out of memory");
-  mb_fuse_options fo = {.fuse_attention = b->tr->attention != MB_ATTENTION_EAGER,
-                        .sdpa_signature_only = b->tr->attention == MB_ATTENTION_AUTO,
-                        .transformers_eager = !b->tr->transformers_as_exported, .cpu = b->tr->cpu};
+  mb_fuse_options fo = {.fuse_attention = b->step->attention != MB_ATTENTION_EAGER,
+                        .sdpa_signature_only = b->step->attention == MB_ATTENTION_AUTO,
+                        .transformers_eager = !b->step->transformers_as_exported, .cpu = b->step->cpu};
   if (mb_fuse(g, ms->t, &fo, &b->a, &ms->fusion) != MB_OK)
     return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   if (bind_leaves(b, model) != MB_OK) return b->d->status;
@@ -752,9 +805,9 @@ static int shapes_for_plan(mb_builder *b, int model) {
    * transposed [1, H, L, D] without a copy). A TorchScript graph hides .contiguous() calls
    * (nn.MultiheadAttention's in torch 1.13 copy at batch 1 too), so batch 2 stays its plan.
    * A graph-size table of one graph allows no batch of two. */
-  int64_t batch = b->tr->batch_max < 2 || mb_setup_batch_limit(b->s) < 2 ||
-                  (b->s->batch == 1 && records_aten_ops(ms->m->graph)) ? 1 : 2;
-  if (mb_shapes_run(ms->m, b->s, batch, &ms->shapes) != MB_OK)
+  int64_t batch = b->step->batch_max < 2 || mb_batching_limit(b->step->shapes.batching) < 2 ||
+                  (b->step->batch == 1 && records_aten_ops(ms->m->graph)) ? 1 : 2;
+  if (mb_shapes_run(ms->m, &b->step->shapes, batch, &ms->shapes) != MB_OK)
     return mb_fail(b->d, mb_shapes_status(ms->shapes), "%s%s", model ? "teacher: " : "",
                    mb_shapes_errmsg(ms->shapes));
   ms->g = ms->m->graph;
@@ -769,31 +822,31 @@ static int shapes_for_eval(mb_builder *b) {
   mb_model_state *ms = &b->ms[MB_MS_EVAL], *train = &b->ms[0];
   ms->m = train->m;
   ms->g = train->g;
-  int64_t eb = b->tr->eval.batch;
+  int64_t eb = b->step->eval.batch;
   if (eb < 0) {
     ms->t = train->t;
     return MB_OK;
   }
-  int64_t batch = (eb == 1 && records_aten_ops(ms->m->graph)) || mb_setup_batch_limit(b->s) < 2 ? 1 : 2;
-  if (mb_shapes_run(ms->m, b->s, batch, &ms->shapes) != MB_OK)
+  int64_t batch =
+      (eb == 1 && records_aten_ops(ms->m->graph)) || mb_batching_limit(b->step->shapes.batching) < 2 ? 1 : 2;
+  if (mb_shapes_run(ms->m, &b->step->shapes, batch, &ms->shapes) != MB_OK)
     return mb_fail(b->d, mb_shapes_status(ms->shapes), "evaluation: %s", mb_shapes_errmsg(ms->shapes));
   ms->t = mb_shapes_tinfo(ms->shapes);
   return MB_OK;
 }
 
 /* Options that need another one to mean anything. */
-static int check_eval_options(const mb_setup *s, mb_diag *d) {
-  const mb_train *tr = &s->train;
-  const mb_eval_opts *e = &tr->eval;
+static int check_eval_options(const mb_step *step, mb_diag *d) {
+  const mb_eval_opts *e = &step->eval;
   if (!e->batch && e->ema_swap)
     return mb_fail(d, MB_E_INVALID_ARG, "ema_swap swaps the EMA weights in for an evaluation: give one with "
                    "eval_batch (--eval-batch N, or train for the training batch)");
   if (!e->batch && e->keep_outputs)
     return mb_fail(d, MB_E_INVALID_ARG, "eval_keep_outputs keeps an evaluation's outputs: give one with "
                    "eval_batch (--eval-batch N, or train for the training batch)");
-  if (e->ema_swap && !tr->ema)
+  if (e->ema_swap && !step->ema)
     return mb_fail(d, MB_E_INVALID_ARG, "ema_swap needs EMA weights to swap in: set ema (--ema)");
-  if (e->teacher_cache && !tr->teacher)
+  if (e->teacher_cache && !step->teacher)
     return mb_fail(d, MB_E_INVALID_ARG, "teacher_cache keeps a teacher's outputs: give a teacher (--teacher)");
   return MB_OK;
 }
@@ -808,7 +861,7 @@ static int choose_loss(mb_builder *b) {
     return mb_fail(b->d, MB_E_UNSUPPORTED, "the model has no floating-point output for a loss to read");
   const mb_tinfo *y = &ms->t[b->loss_out];
   const char *name = g->values[b->loss_out].name;
-  b->loss = b->tr->loss;
+  b->loss = b->step->loss;
   if (b->loss == MB_LOSS_AUTO) b->loss = mb_tinfo_numel(y) <= 1 ? MB_LOSS_NONE : MB_LOSS_CE;
   if (b->loss == MB_LOSS_NONE && mb_tinfo_numel(y) > 1)
     return mb_fail(b->d, MB_E_INVALID_ARG,
@@ -827,8 +880,8 @@ static int choose_loss(mb_builder *b) {
 
 /* A graph exported for inference is not a training step: say what was found and how to export
  * one, unless the caller accepts the graph as it is. */
-static int refuse_inference_graph(const mb_model *m, const mb_setup *s, mb_diag *d) {
-  if (!m->n_inference_signs || s->train.accept_inference_graph) return MB_OK;
+static int refuse_inference_graph(const mb_model *m, const mb_step *step, mb_diag *d) {
+  if (!m->n_inference_signs || step->accept_inference_graph) return MB_OK;
   char found[1024];
   mb_inference_signs_describe(m, found, sizeof found);
   return mb_fail(d, MB_E_UNSUPPORTED,
@@ -838,26 +891,26 @@ static int refuse_inference_graph(const mb_model *m, const mb_setup *s, mb_diag 
                  "with accept_inference_graph (--accept-inference-graph)", found);
 }
 
-int mb_plan_build(const mb_model *m, const mb_setup *s, mb_plan **out, mb_diag *d) {
+int mb_plan_build(const mb_model *m, const mb_step *step, mb_plan **out, mb_diag *d) {
   *out = NULL;
-  if (refuse_inference_graph(m, s, d) != MB_OK || mb_shapes_check_sample_dims(m, s, d) != MB_OK ||
-      check_eval_options(s, d) != MB_OK)
+  if (refuse_inference_graph(m, step, d) != MB_OK || mb_shapes_check_sample_dims(m, &step->shapes, d) != MB_OK ||
+      check_eval_options(step, d) != MB_OK)
     return d->status;
   mb_plan *p = calloc(1, sizeof *p);
   if (!p) return mb_fail(d, MB_E_NOMEM, "out of memory");
-  mb_builder b = {.p = p, .s = s, .tr = &s->train, .d = d};
+  mb_builder b = {.p = p, .step = step, .d = d};
   mb_arena_init(&b.a);
-  int prec = b.tr->precision;
+  int prec = b.step->precision;
   b.amp = prec == MB_PREC_AMP_FP16 || prec == MB_PREC_AMP_BF16;
   b.pure = prec == MB_PREC_FP16 || prec == MB_PREC_BF16;
   b.low = prec == MB_PREC_AMP_FP16 || prec == MB_PREC_FP16 ? MB_DTYPE_FLOAT16
         : prec == MB_PREC_FP32 ? 0 : MB_DTYPE_BFLOAT16;
   p->model = b.ms[0].m = m;
-  p->teacher = b.ms[1].m = b.tr->teacher;
-  int n_models = b.tr->teacher ? 2 : 1;
+  p->teacher = b.ms[1].m = b.step->teacher;
+  int n_models = b.step->teacher ? 2 : 1;
   for (int k = 0; k < n_models && d->status == MB_OK; k++)
     if (shapes_for_plan(&b, k) == MB_OK) mb_build_lnodes(&b, k);
-  p->eval_batch = b.tr->eval.batch;
+  p->eval_batch = b.step->eval.batch;
   if (d->status == MB_OK && p->eval_batch && shapes_for_eval(&b) == MB_OK) mb_build_lnodes(&b, MB_MS_EVAL);
   if (d->status == MB_OK) choose_loss(&b);
   if (d->status == MB_OK) mb_emit_step(&b);

@@ -8,8 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "budget/setup.h"
 #include "membudget/membudget.h"
+#include "sim/step.h"
 #include "util/diag.h"
 
 /* How a slot's size follows from the inferred shape of its reference value. */
@@ -79,7 +79,8 @@ static inline uint64_t mb_round_block(uint64_t bytes, uint64_t rounding) {
   return bytes && rounding > 1 ? (bytes + rounding - 1) / rounding * rounding : bytes;
 }
 
-int mb_plan_build(const mb_model *m, const mb_setup *s, mb_plan **out, mb_diag *d);
+/* Plan one training step of m as step describes it. */
+int mb_plan_build(const mb_model *m, const mb_step *step, mb_plan **out, mb_diag *d);
 void mb_plan_free(mb_plan *p);
 
 /* What one run at a batch size measured. */
@@ -104,8 +105,8 @@ typedef struct mb_run {
   uint64_t teacher_cache_resident;    /* tagged teacher-cache bytes allocated in setup */
 } mb_run;
 
-/* Run the plan at batch (shapes inferred with s's dims). bytes/live: optional per-event
- * arrays (n_ev entries) for a trace. */
-int mb_plan_run(const mb_plan *p, const mb_setup *s, int64_t batch, mb_run *r, uint64_t *bytes,
+/* Run the plan at batch (shapes inferred with step's dims, slots rounded to its allocator
+ * block). bytes/live: optional per-event arrays (n_ev entries) for a trace. */
+int mb_plan_run(const mb_plan *p, const mb_step *step, int64_t batch, mb_run *r, uint64_t *bytes,
                 uint64_t *live, mb_diag *d);
 #endif

@@ -49,7 +49,7 @@ static bool sized(const mb_slot *sl, const mb_tinfo *t, uint64_t rounding, uint6
   return true;
 }
 
-int mb_plan_run(const mb_plan *p, const mb_setup *s, int64_t batch, mb_run *r, uint64_t *bytes_out,
+int mb_plan_run(const mb_plan *p, const mb_step *step, int64_t batch, mb_run *r, uint64_t *bytes_out,
                 uint64_t *live_out, mb_diag *d) {
   memset(r, 0, sizeof *r);
   /* the model and the teacher at the training batch; the evaluation's forward at its own batch
@@ -62,7 +62,7 @@ int mb_plan_run(const mb_plan *p, const mb_setup *s, int64_t batch, mb_run *r, u
   const mb_tinfo *t[3] = {NULL, NULL, NULL};
   for (int k = 0; k < 3 && d->status == MB_OK; k++) {
     if (!models[k]) continue;
-    if (mb_shapes_run(models[k], s, batches[k], &sh[k]) != MB_OK) {
+    if (mb_shapes_run(models[k], &step->shapes, batches[k], &sh[k]) != MB_OK) {
       mb_fail(d, mb_shapes_status(sh[k]), "%sat batch %lld: %s", who[k], (long long)batches[k],
               mb_shapes_errmsg(sh[k]));
       break;
@@ -77,7 +77,7 @@ int mb_plan_run(const mb_plan *p, const mb_setup *s, int64_t batch, mb_run *r, u
   for (int32_t i = 0; i < p->n_slots && d->status == MB_OK; i++) {
     const mb_slot *sl = &p->slots[i];
     uint64_t one = 0;
-    if (!sized(sl, sl->eval ? t_eval : t[sl->model], s->train.rounding, &one, &size[i]))
+    if (!sized(sl, sl->eval ? t_eval : t[sl->model], step->rounding, &one, &size[i]))
       mb_fail(d, MB_E_LIMIT, "at batch %lld: %u copies of '%s' overflow", (long long)batch, (unsigned)sl->copies,
               sl->name ? sl->name : "a tensor");
     r->tagged[sl->tag] += one;

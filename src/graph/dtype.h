@@ -1,6 +1,6 @@
-/* Facts about ONNX data types, from one table. */
-#ifndef MB_ONNX_DTYPE_H
-#define MB_ONNX_DTYPE_H
+/* Facts about the IR's data types (ONNX TensorProto.DataType values), from one table. */
+#ifndef MB_GRAPH_DTYPE_H
+#define MB_GRAPH_DTYPE_H
 #include <stdbool.h>
 #include <stdint.h>
 

@@ -1,4 +1,4 @@
-#include "onnx/dtype.h"
+#include "graph/dtype.h"
 
 #include "membudget/membudget.h"
 

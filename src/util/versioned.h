@@ -1,6 +1,6 @@
 /* Filling caller structs that start with struct_size: write only what fits. */
-#ifndef MB_API_VERSIONED_H
-#define MB_API_VERSIONED_H
+#ifndef MB_UTIL_VERSIONED_H
+#define MB_UTIL_VERSIONED_H
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
