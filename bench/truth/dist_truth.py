@@ -15,7 +15,10 @@ free MASTER_PORT; gloo), each with its own shard of the batch (per-rank batch b,
 rank) and the same model (seed 0). The step is cpu_truth.py's: zero_grad(set_to_none=True),
 forward, loss, backward(), optimizer.step(). Steps 1 and 2 are warm-up (step 1 makes the
 optimizer states and runs the wrappers' lazy init; DDP rebuilds its buckets in step 2's forward);
-steps 3 and 4 are measured (their figures must agree: the step is steady).
+steps 3 to 6 are measured. Their start, end and alloc_peak agree; the op-boundary peak of
+FSDP can differ from step to step, because a gloo reduce-scatter's full-size copy of its input
+is freed by whichever thread drops the last reference (see docs/distributed-truth.md), so each
+rank records the range over its measured steps.
 
 Two meters, both reading the CPU allocator (no dispatch mode is ever active):
   * alloc_counter.cpp: a counting wrapper installed as the CPU allocator before anything of the
@@ -68,7 +71,7 @@ from tracker import AllocStream, _composite  # noqa: E402
 ROOT = t2.ROOT
 OUT = os.path.join(ROOT, "bench", "truth", "results", "cpu-torch2-dist.json")
 PHASES = ("forward", "loss", "backward", "optimizer")
-WARMUP, MEASURED = 2, 2
+WARMUP, MEASURED = 2, 4
 THREADS = 1  # intra-op threads per rank (per-thread scratch of some CPU kernels scales with it)
 BIG = 64 * 1024  # blocks listed one by one in a step's lifetimes
 
@@ -437,6 +440,11 @@ def _rank(rank, world, c, port, outdir, ac):
         for n in str(info["ddp"].get("rebuilt_bucket_sizes", "")).split(","):
             if n.strip():
                 sizes[int(n)] = "ddp: gradient bucket (reducer, rebuilt)"
+    if os.environ.get("DIST_TRUTH_DUMP"):  # the raw streams, for debugging the analysis
+        import pickle
+        with open("%s.rank%d.pkl" % (os.environ["DIST_TRUTH_DUMP"], rank), "wb") as f:
+            pickle.dump({"events": events, "profiler": [[(e.kind(), e.name(), e.cpu_memory_usage(), e.start_us())
+                                                         for e in r] for r in stream.records]}, f)
     r = analyse(events, stream, resident, rank, sizes)
     r.update(info)
     with open(os.path.join(outdir, "rank%d.json" % rank), "w") as f:
@@ -530,6 +538,7 @@ def analyse(events, stream, resident, rank, sizes):
     p, cur, phase, stack, inside = 0, prof_on, None, [], 0
     unmatched_free = []  # counter frees the profiler did not report (profiler state lost)
     names = []           # the open record_function / op names
+    foreign_pops = 0
 
     def context():
         outer = [n for n in names if not n.startswith("aten::") and not n.startswith("MB:")]
@@ -570,26 +579,35 @@ def analyse(events, stream, resident, rank, sizes):
                 p += 1
                 tag, ph = mk.split(":", 1)
                 phase = (tag, ph) if ph not in ("end",) else None
-                stack.append(None)
+                stack.append((e.handle(), None))
             elif inside == 0 and name.startswith("aten::") and not _composite(name):
-                stack.append(name)
+                stack.append((e.handle(), name))
                 inside += 1
                 if phase is not None:
                     samples.append((phase, name, cur))
             else:
-                stack.append(None)
+                stack.append((e.handle(), None))
             names.append(name)
-        elif k == "pop" and stack:
-            name = stack.pop()
-            if names:
+        elif k == "pop":
+            # a pop ends the open push with its handle; the main thread's list also receives
+            # pops of record_functions opened on gloo's worker threads (their "gloo:*" pushes
+            # are in the worker's list): those are not this thread's and are skipped
+            h = e.handle()
+            if not any(sh == h for sh, _ in stack):
+                foreign_pops += 1
+                continue
+            while stack:
+                sh, name = stack.pop()
                 names.pop()
-            if name is not None:
-                inside -= 1
-                if phase is not None:
-                    samples.append((phase, name, cur))
+                if name is not None:
+                    inside -= 1
+                    if phase is not None:
+                        samples.append((phase, name, cur))
+                if sh == h:
+                    break
 
     total = [e[3] for e in events]
-    out = {"steps": {}, "profiler_unreported_frees": len(unmatched_free),
+    out = {"steps": {}, "profiler_unreported_frees": len(unmatched_free), "profiler_foreign_pops": foreign_pops,
            "before_logging": total[idx_of["logging"]]}
     for i in sorted(resident):
         tag = "S%d" % i
@@ -623,10 +641,10 @@ def where(i, idx_of):
 
 def step_figures(tag, events, idx_of, total, samples, blocks, labels_, sizes, stream):
     s, fe, be, e = (idx_of[tag + ":" + n] for n in ("start", "forward_end", "optimizer", "end"))
-    steps = [(ph, op, total[j]) for (t, ph), op, j in samples if t == tag and ph in PHASES]
+    steps = [(ph, op, total[j], j) for (t, ph), op, j in samples if t == tag and ph in PHASES]
     top = max(steps, key=lambda x: x[2])
     phase_peak = {}
-    for ph, _, live in steps:
+    for ph, _, live, _ in steps:
         phase_peak[ph] = max(phase_peak.get(ph, 0), live)
     k_peak = max(range(s, e + 1), key=lambda j: total[j])
     r = {
@@ -671,6 +689,7 @@ def step_figures(tag, events, idx_of, total, samples, blocks, labels_, sizes, st
     r["resident_at_start"] = breakdown(s, 40)
     r["live_at_forward_end"] = breakdown(fe, 25)
     r["live_at_backward_end"] = breakdown(be, 25)
+    r["live_at_peak"] = breakdown(top[3], 30)
     r["live_at_alloc_peak"] = breakdown(k_peak, 30)
     # the step's own blocks: large ones one by one
     step_blocks = [blk for blk in blocks if s < blk[1] < e]
@@ -747,13 +766,33 @@ def run_case(c, timeout=1800):
         return ranks, round(time.time() - t0, 1)
 
 
+LARGE_BLOCKS_KEPT = 30
+BREAKDOWNS = ("resident_at_start", "live_at_forward_end", "live_at_backward_end", "live_at_peak", "live_at_alloc_peak")
+
+
+def compact(rows, floor=BIG):
+    """A breakdown with the kinds under `floor` bytes summed into one row."""
+    keep = [r for r in rows if r["bytes"] >= floor and not r["kind"].startswith("(")]
+    rest = [r for r in rows if r not in keep]
+    if rest:
+        keep.append({"kind": "(%d smaller kinds)" % len(rest), "bytes": sum(r["bytes"] for r in rest),
+                     "blocks": sum(r["blocks"] for r in rest)})
+    return keep
+
+
 def headline(rk):
-    """A rank's recorded figures: the last measured step, with the other one's headline."""
+    """A rank's recorded figures: the last measured step, with the others' headline figures. The
+    step's large blocks one by one are kept for rank 0 only (the ranks run the same program)."""
     steps = rk["steps"]
-    last = steps[max(steps, key=int)]
+    last = dict(steps[max(steps, key=int)])
+    last["large_blocks"] = last["large_blocks"][:LARGE_BLOCKS_KEPT] if rk.get("rank") == 0 else []
+    for b in BREAKDOWNS:
+        last[b] = compact(last[b])
     rest = {k: {f: v[f] for f in ("start", "peak", "alloc_peak", "end", "forward_end")} for k, v in steps.items()}
     agree = len({json.dumps(v, sort_keys=True) for v in rest.values()}) == 1
-    return dict(last, measured_step=int(max(steps, key=int)), steps=rest, steps_agree=agree,
+    ranges = {f: [min(v[f] for v in rest.values()), max(v[f] for v in rest.values())]
+              for f in ("peak", "alloc_peak")}
+    return dict(last, measured_step=int(max(steps, key=int)), steps=rest, steps_agree=agree, ranges=ranges,
                 **{k: v for k, v in rk.items() if k not in ("steps",)})
 
 
