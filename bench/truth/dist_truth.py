@@ -189,7 +189,9 @@ WRAPPERS = {
     "ddp-bucket-view": ("ddp", {"gradient_as_bucket_view": True}),
     "ddp-static": ("ddp", {"static_graph": True}),
     "ddp-lazy-buckets": ("ddp", {"lazy_bucket_allocation": True}),
-    "fsdp2": ("fsdp2", {"reshard_after_forward": True}),
+    "fsdp2": ("fsdp2", {"reshard_after_forward": True}),  # passed to every fully_shard call, the root's too
+    "fsdp2-default": ("fsdp2", {}),  # reshard_after_forward left None: True, except the root, which keeps its
+    #                                   unsharded parameters from forward into backward (_fsdp_state.py: _lazy_init)
     "fsdp2-no-reshard": ("fsdp2", {"reshard_after_forward": False}),
     "fsdp1-full": ("fsdp1", {"sharding_strategy": "FULL_SHARD"}),
     "fsdp1-grad-op": ("fsdp1", {"sharding_strategy": "SHARD_GRAD_OP"}),
@@ -214,8 +216,8 @@ def default_cases():
         cases.append(case(m, "none", 1))
         cases += [case(m, v, 1) for v in ("ddp", "fsdp2", "fsdp1-full")]
         for w in (2, 4):
-            for v in ("ddp", "ddp-bucket-view", "fsdp2", "fsdp2-no-reshard", "fsdp1-full", "fsdp1-grad-op",
-                      "fsdp1-no-shard"):
+            for v in ("ddp", "ddp-bucket-view", "fsdp2", "fsdp2-default", "fsdp2-no-reshard", "fsdp1-full",
+                      "fsdp1-grad-op", "fsdp1-no-shard"):
                 cases.append(case(m, v, w))
         cases += [case(m, v, 2) for v in ("ddp-static", "ddp-lazy-buckets")]
         cases += [case(m, "none", 1, "sgd-momentum")]
@@ -796,6 +798,36 @@ def headline(rk):
                 **{k: v for k, v in rk.items() if k not in ("steps",)})
 
 
+def table(path):
+    """The results as a markdown table: per case the largest figure over its ranks (MiB), the
+    op-boundary peak's range over ranks and measured steps, and its difference to the
+    single-process baseline of the same model and optimizer (variant none, world size 1)."""
+    with open(path) as f:
+        d = json.load(f)
+    M = 2 ** 20
+    base = {(c["model"], c["optimizer"]): c["ranks"][0] for c in d["cases"]
+            if c["variant"] == "none" and not c.get("validates")}
+    rows = ["| model | wrapper | N | optimizer | b/rank | start | peak | alloc_peak | end | peak - baseline |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in d["cases"]:
+        if c.get("validates"):
+            continue
+        rs = [r for r in c["ranks"] if "error" not in r]
+        if len(rs) < len(c["ranks"]):
+            rows.append("| %s | %s | %d | %s | %d | failed |||||" % (c["model"], c["variant"], c["world_size"],
+                                                                     c["optimizer"], c["batch"]))
+            continue
+        lo, hi = min(r["ranges"]["peak"][0] for r in rs), max(r["ranges"]["peak"][1] for r in rs)
+        b = base[(c["model"], c["optimizer"])]["peak"]
+        one = "%.1f" % (lo / M) == "%.1f" % (hi / M)  # ranks differ by bytes (the last shard's padding)
+        peak = "%.1f" % (hi / M) if one else "%.1f to %.1f" % (lo / M, hi / M)
+        diff = "%+.1f" % ((hi - b) / M) if one else "%+.1f to %+.1f" % ((lo - b) / M, (hi - b) / M)
+        rows.append("| %s | %s | %d | %s | %d | %.1f | %s | %.1f | %.1f | %s |" % (
+            c["model"], c["variant"], c["world_size"], c["optimizer"], c["batch"], max(r["start"] for r in rs) / M,
+            peak, max(r["ranges"]["alloc_peak"][1] for r in rs) / M, max(r["end"] for r in rs) / M, diff))
+    return "\n".join(rows)
+
+
 def machine():
     import cpu_truth
     m = cpu_truth.machine()
@@ -824,7 +856,11 @@ def main():
                     help="only the validation case (ws=1 hf/gpt2 at cpu-torch2.json's sequence and threads)")
     ap.add_argument("--export", action="store_true",
                     help="write the models' weightless ONNX (needs PYTHONPATH=bindings/python and MEMBUDGET_LIBRARY)")
+    ap.add_argument("--table", action="store_true", help="print --out as a markdown table (MiB) and stop")
     a = ap.parse_args()
+    if a.table:
+        print(table(a.out))
+        return
     load_counter()  # build once, before the ranks load it
     if a.export:
         for name in a.models or MODELS:
@@ -838,8 +874,8 @@ def main():
         and (not a.optimizers or c["optimizer"] in a.optimizers)]
     if a.validate:
         a.out = a.out if a.out != OUT else os.path.join(tempfile.gettempdir(), "dist-truth-validate.json")
-    out = {"machine": machine(), "generator": "bench/truth/dist_truth.py",
-           "command": "bench/truth/.venv2/bin/python " + " ".join(["bench/truth/dist_truth.py"] + sys.argv[1:]),
+    command = "bench/truth/.venv2/bin/python " + " ".join(["bench/truth/dist_truth.py"] + sys.argv[1:])
+    out = {"machine": machine(), "generator": "bench/truth/dist_truth.py", "commands": [command],
            "step": "zero_grad(set_to_none=True), forward, loss, backward(), optimizer.step(); steps 1-%d warm-up, "
                    "steps %d-%d measured (figures of the last; both kept)" % (WARMUP, WARMUP + 1, WARMUP + MEASURED),
            "measured_by": "counting wrapper of the CPU allocator (alloc_counter.cpp, every thread), op boundaries and "
@@ -851,6 +887,7 @@ def main():
         with open(a.out) as f:
             old = json.load(f)
         done = {key(c): c for c in old["cases"]}
+        out["commands"] = old.get("commands", [old.get("command")]) + [command]
         selected = {key(c) for c in cases}
         out["cases"] = [c for k, c in done.items() if k not in selected]
     for c in cases:
