@@ -828,6 +828,67 @@ def table(path):
     return "\n".join(rows)
 
 
+# kinds of a breakdown row -> the part of a rank's memory it is (first match wins; "=" an exact label)
+PARTS = (
+    ("=optimizer states", "optimizer states"),
+    ("fsdp2: sharded param", "params (local shard)"),
+    ("fsdp1: flat param local shard", "params (local shard)"),
+    ("=params", "params"),
+    ("=buffers", "batch, buffers"),
+    ("=batch", "batch, buffers"),
+    ("ddp: gradient bucket", "ddp buckets"),
+    ("AccumulateGrad > aten::empty", "ddp buckets"),  # lazy_bucket_allocation: made as grads get ready
+    ("c10d::_reduce_scatter_base_", "gloo reduce-scatter copy"),
+    ("c10d::_allgather_base_", "gloo all-gather temporary"),
+    ("c10d::allgather_", "gloo all-gather temporary"),
+    ("FSDP::all_gather_copy_out", "unsharded params"),
+    ("FSDP::pre_backward", "unsharded params"),   # world size 1: the copy into the all-gather outputs
+    ("FSDP::pre_forward > ", "unsharded params"),
+    ("FullyShardedDataParallel._pre_forward", "unsharded params"),
+    ("FullyShardedDataParallel._pre_backward_prefetch", "unsharded params"),
+    ("FSDP::all_gather", "all-gather buffer"),
+    ("FSDP::post_backward_reduce", "reduce-scatter input, sharded grads"),
+    ("FSDP::root_post_backward_callback", "reduce-scatter input, sharded grads"),
+    ("FullyShardedDataParallel._post_backward_hook", "sharded grads"),
+    ("SplitWithSizesBackward0", "unsharded flat grad"),
+    ("step forward", "activations"),
+    ("step loss", "activations"),
+    ("step backward", "backward: grads and temporaries"),
+    ("step optimizer", "optimizer temporaries"),
+)
+
+
+def parts(rows):
+    """{part: bytes} of a breakdown (PARTS names each row's part)."""
+    out = collections.Counter()
+    for r in rows:
+        part = next((p for key, p in PARTS if (key[1:] == r["kind"] if key[0] == "=" else key in r["kind"])), "other")
+        out[part] += r["bytes"]
+    return dict(out)
+
+
+def parts_table(path, model, world, optimizer="adamw", where="live_at_peak"):
+    """Markdown: the parts of each wrapper's rank-0 figure `where` beside the baseline's (MB)."""
+    with open(path) as f:
+        d = json.load(f)
+    cases = [c for c in d["cases"] if c["model"] == model and c["optimizer"] == optimizer and not c.get("validates")
+             and (c["world_size"] == world or c["variant"] == "none")]
+    cols = [(c["variant"], parts(c["ranks"][0][where]), c["ranks"][0]) for c in cases]
+    names = []
+    for _, p, _ in cols:
+        names += [n for n in p if n not in names]
+    order = [p for _, p in PARTS] + ["other"]
+    names.sort(key=order.index)
+    head = "| part (MB) | " + " | ".join("%s (N=%d)" % (v, 1 if v == "none" else world) for v, _, _ in cols) + " |"
+    rows = [head, "|---" * (len(cols) + 1) + "|"]
+    for n in names:
+        rows.append("| %s | " % n + " | ".join("%.2f" % (p.get(n, 0) / 1e6) for _, p, _ in cols) + " |")
+    rows.append("| **total** | " + " | ".join("**%.2f**" % (sum(p.values()) / 1e6) for _, p, _ in cols) + " |")
+    if where == "live_at_peak":
+        rows.append("| phase, op | " + " | ".join("%s, %s" % (r["peak_phase"], r["peak_op"]) for _, _, r in cols) + " |")
+    return "\n".join(rows)
+
+
 def machine():
     import cpu_truth
     m = cpu_truth.machine()
@@ -857,9 +918,15 @@ def main():
     ap.add_argument("--export", action="store_true",
                     help="write the models' weightless ONNX (needs PYTHONPATH=bindings/python and MEMBUDGET_LIBRARY)")
     ap.add_argument("--table", action="store_true", help="print --out as a markdown table (MiB) and stop")
+    ap.add_argument("--parts", nargs=2, metavar=("MODEL", "WORLD"),
+                    help="print the parts of rank 0's op-boundary peak for every wrapper at this world size "
+                         "beside the baseline (MB), from --out, and stop (--optimizers picks the optimizer)")
     a = ap.parse_args()
     if a.table:
         print(table(a.out))
+        return
+    if a.parts:
+        print(parts_table(a.out, a.parts[0], int(a.parts[1]), (a.optimizers or ["adamw"])[0]))
         return
     load_counter()  # build once, before the ranks load it
     if a.export:
