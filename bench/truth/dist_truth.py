@@ -809,7 +809,9 @@ def table(path):
             if c["variant"] == "none" and not c.get("validates")}
     rows = ["| model | wrapper | N | optimizer | b/rank | start | peak | alloc_peak | end | peak - baseline |",
             "|---|---|---|---|---|---|---|---|---|---|"]
-    for c in d["cases"]:
+    order = lambda c: (list(MODELS).index(c["model"]), c["optimizer"] != "adamw", c["optimizer"],  # noqa: E731
+                       c["world_size"], list(WRAPPERS).index(c["variant"]))
+    for c in sorted(d["cases"], key=order):
         if c.get("validates"):
             continue
         rs = [r for r in c["ranks"] if "error" not in r]
