@@ -52,7 +52,6 @@ import collections
 import gc
 import json
 import os
-import platform
 import socket
 import sys
 import tempfile
@@ -333,7 +332,8 @@ def labels(c, model, opt, x, target):
                 add(rs.reduce_scatter_input, "fsdp2: reduce-scatter input kept (comm_ctx.reduce_scatter_states)")
             ags = getattr(ctx, "all_gather_state", None)
             if ags is not None:
-                add(ags.all_gather_result.all_gather_output, "fsdp2: all-gather buffer kept (comm_ctx.all_gather_state)")
+                add(ags.all_gather_result.all_gather_output,
+                    "fsdp2: all-gather buffer kept (comm_ctx.all_gather_state)")
             if getattr(pg, "_all_reduce_state", None) is not None:
                 add(pg._all_reduce_state.all_reduce_input, "fsdp2: all-reduce state")
     if c["wrapper"] == "fsdp1":
@@ -429,7 +429,8 @@ def _rank(rank, world, c, port, outdir, ac):
     ac.set_logging(False)
     events = ac.take_events()
     info = {"rank": rank, "world_size": world, "torch_threads": torch.get_num_threads(),
-            "optimizer_foreach": opt.defaults.get("foreach"), "seconds": {str(k): round(v, 2) for k, v in times.items()}}
+            "optimizer_foreach": opt.defaults.get("foreach"),
+            "seconds": {str(k): round(v, 2) for k, v in times.items()}}
     if c["wrapper"] == "ddp":
         info["ddp"] = ddp_info(model)
     if c["wrapper"] == "fsdp2":
@@ -574,7 +575,8 @@ def analyse(events, stream, resident, rank, sizes):
                 while p < len(pos) and events[pos[p]][4] != mk:
                     j = pos[p]
                     if events[j][4] or events[j][2] > 0:
-                        raise RuntimeError("rank %d: mark %s not where the counter has it (%r)" % (rank, mk, events[j][:5]))
+                        raise RuntimeError("rank %d: mark %s not where the counter has it (%r)"
+                                           % (rank, mk, events[j][:5]))
                     unmatched_free.append(j)
                     p += 1
                 cur = pos[p]
@@ -671,8 +673,10 @@ def step_figures(tag, events, idx_of, total, samples, blocks, labels_, sizes, st
     def kind(blk):
         if blk[1] < s:
             lab = labels_.get(ptr_of[blk[1]]) or sizes.get(blk[0])
-            return lab or "unlabelled: %s, %s" % (where(blk[1], idx_of), blk[5] or ("main" if blk[2] else "other thread"))
-        return "step %s: %s" % (phase_of(blk[1], idx_of, tag), blk[5] or ("main thread" if blk[2] else "gloo/other thread"))
+            return lab or "unlabelled: %s, %s" % (where(blk[1], idx_of),
+                                                  blk[5] or ("main" if blk[2] else "other thread"))
+        return "step %s: %s" % (phase_of(blk[1], idx_of, tag),
+                                blk[5] or ("main thread" if blk[2] else "gloo/other thread"))
 
     def breakdown(j, limit=25):
         by = collections.Counter()
@@ -887,7 +891,8 @@ def parts_table(path, model, world, optimizer="adamw", where="live_at_peak"):
         rows.append("| %s | " % n + " | ".join("%.2f" % (p.get(n, 0) / 1e6) for _, p, _ in cols) + " |")
     rows.append("| **total** | " + " | ".join("**%.2f**" % (sum(p.values()) / 1e6) for _, p, _ in cols) + " |")
     if where == "live_at_peak":
-        rows.append("| phase, op | " + " | ".join("%s, %s" % (r["peak_phase"], r["peak_op"]) for _, _, r in cols) + " |")
+        rows.append("| phase, op | " + " | ".join("%s, %s" % (r["peak_phase"], r["peak_op"]) for _, _, r in cols)
+                    + " |")
     return "\n".join(rows)
 
 
