@@ -56,9 +56,16 @@ def load_peers():
     return out
 
 
+# truth files of another shape: the distributed truth (dist_truth.py) records every rank's
+# figures per case, not one `truth`; the single-process comparison does not read it
+OTHER_SHAPES = ("cpu-torch2-dist.json",)
+
+
 def load_results(pattern="cpu*.json"):
     out = []
     for path in sorted(glob.glob(os.path.join(RESULTS, pattern))):
+        if os.path.basename(path) in OTHER_SHAPES:
+            continue
         with open(path) as f:
             data = json.load(f)
         data["path"] = os.path.relpath(path, ROOT)
