@@ -7,6 +7,9 @@
  *   fsdp_wrap                GLOB on module paths: each module it names is a unit; adds one,
  *                            "" clears (the root unit holds every other parameter)
  *   gpus_per_node            N: hybrid_shard's shard group                      (default 8)
+ *   fsdp_reshard_root        0 | 1: the root unit resharded after forward too, as
+ *                            fully_shard(model, reshard_after_forward=True) does (default 0:
+ *                            torch's None keeps the root gathered until backward ends)
  * DeepSpeed ZeRO (strategy zero1 | zero2 | zero3):
  *   reduce_bucket_size       elements of the gradient reduction buffer          (default 5e8)
  *   overlap_comm             0 | 1: a second buffer in stages 1, 2  (default: 1 in stage 3, else 0)
@@ -103,6 +106,10 @@ int mb_setup_dist_option(mb_setup *s, const char *key, const char *value, int *r
     else *rc = bad(s, key, value, "one of full_shard, shard_grad_op, no_shard, hybrid_shard");
   } else if (!strcmp(key, "fsdp_wrap")) {
     *rc = add_wrap(s, o, value);
+  } else if (!strcmp(key, "fsdp_reshard_root")) {
+    if (!strcmp(value, "1") || !strcmp(value, "true")) o->reshard_root = true;
+    else if (!strcmp(value, "0") || !strcmp(value, "false")) o->reshard_root = false;
+    else *rc = bad(s, key, value, "0 or 1");
   } else if (!strcmp(key, "gpus_per_node")) {
     if (count(value, 1, MAX_RANKS, &n)) o->gpus_per_node = (int32_t)n;
     else *rc = bad(s, key, value, "a number of GPUs in [1, 65536]");

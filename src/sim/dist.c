@@ -156,26 +156,88 @@ static int32_t fixed_slot(mb_builder *b, int cat, uint64_t bytes, const char *na
 
 /* The unit's parameters gathered before pos: the all-gather output, the unsharded storages it
  * is copied into, the output freed. Returns the unsharded slot. */
+/* kept: where the all-gather output goes (freed by the caller), or NULL to free it after the
+ * copy-out. On the CPU, gloo's all-gather copies through a temporary of the output's size
+ * (AsyncAllgatherWork's newLikeFlat; docs/distributed-truth.md), one at a time. */
 static int32_t gather(mb_builder *b, weave *w, int64_t pos, int phase, const units *u, int32_t k,
-                      const char *name) {
+                      const char *name, int32_t *kept) {
   uint64_t bytes = u->bytes[k];
   int32_t full = fixed_slot(b, MB_CAT_PARAMETER, bytes, name);
   if (full < 0) return -1;
   if (b->step->dist.strategy == MB_STRATEGY_ZERO3) /* all-gathered straight into the parameters */
     return add(b, w, pos, 1, phase, full) ? -1 : full;
-  int32_t out = fixed_slot(b, MB_CAT_TEMPORARY, u->shard[k] * (uint64_t)mb_dist_shards(&b->step->dist),
-                           "FSDP all-gather output");
-  if (out < 0) return -1;
-  if (add(b, w, pos, 1, phase, out) || add(b, w, pos, 1, phase, full) || add(b, w, pos, 0, phase, out)) return -1;
+  uint64_t padded = u->shard[k] * (uint64_t)mb_dist_shards(&b->step->dist);
+  int32_t out = fixed_slot(b, MB_CAT_TEMPORARY, padded, "FSDP all-gather output");
+  if (out < 0 || add(b, w, pos, 1, phase, out)) return -1;
+  if (b->step->cpu && b->step->dist.world_size > 1) {
+    int32_t tmp = fixed_slot(b, MB_CAT_TEMPORARY, padded, "gloo all-gather temporary");
+    if (tmp < 0 || add(b, w, pos, 1, phase, tmp) || add(b, w, pos, 0, phase, tmp)) return -1;
+  }
+  if (add(b, w, pos, 1, phase, full)) return -1;
+  if (kept) *kept = out;
+  else if (add(b, w, pos, 0, phase, out)) return -1;
   return full;
+}
+
+/* Units in the order of key (ascending; -1 last), root included when it has a position. */
+static int32_t order_by(const int32_t *key, int32_t n, int32_t *out) {
+  int32_t m = 0;
+  for (int32_t k = 0; k < n; k++)
+    if (key[k] >= 0) out[m++] = k;
+  for (int32_t i = 1; i < m; i++)
+    for (int32_t j = i; j > 0 && key[out[j]] < key[out[j - 1]]; j--) {
+      int32_t t = out[j];
+      out[j] = out[j - 1];
+      out[j - 1] = t;
+    }
+  return m;
 }
 
 static int weave_in(mb_builder *b, weave *w);
 static int zero_grads(mb_builder *b, weave *w);
 
+/* DDP with gradient_as_bucket_view (reducer.cpp, mark_variable_ready_dense: "Let grad point to
+ * bucket_view buffer"): each .grad autograd makes after zero_grad(set_to_none=True) is copied
+ * into its bucket and replaced by a view of it once it is complete: after the backward of the
+ * last node that reads the weight (a tied weight's gradient is a sum of several). */
+static int ddp_view_grads(mb_builder *b, weave *w) {
+  mb_plan *p = b->p;
+  const mb_graph *g = b->ms[0].g;
+  int32_t *done = malloc(((size_t)g->n_values + 1) * sizeof(int32_t)); /* last backward event of a reader */
+  bool *freed = calloc((size_t)p->n_slots + 1, sizeof(bool));
+  int rc = done && freed ? MB_OK : mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  for (int32_t v = 0; v < g->n_values && rc == MB_OK; v++) done[v] = -1;
+  for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++) {
+    const mb_event_rec *e = &p->ev[i];
+    if (!e->alloc) freed[e->slot] = true;
+    if (e->phase != MB_PHASE_BACKWARD || e->model || e->node < 0 || e->node >= g->n_nodes) continue;
+    for (int32_t k = 0; k < g->nodes[e->node].n_inputs; k++)
+      if (g->nodes[e->node].inputs[k] >= 0) done[g->nodes[e->node].inputs[k]] = i;
+  }
+  for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++) {
+    const mb_event_rec *e = &p->ev[i];
+    const mb_slot *sl = &p->slots[e->slot];
+    if (!e->alloc || e->model || freed[e->slot] || sl->category != MB_CAT_GRADIENT || sl->rule != MB_SZ_VALUE ||
+        e->phase != MB_PHASE_BACKWARD)
+      continue;
+    int32_t at = sl->ref >= 0 && sl->ref < g->n_values && done[sl->ref] > i ? done[sl->ref] : i;
+    rc = add(b, w, 2 * (int64_t)at + 1, 0, MB_PHASE_BACKWARD, e->slot);
+  }
+  free(done);
+  free(freed);
+  return rc;
+}
+
 /* ZeRO-1, -2, and -3's gradients (and ZeRO-3's gathers, as FSDP's below). */
 int mb_dist_events(mb_builder *b) {
   const mb_dist_opts *o = &b->step->dist;
+  if (o->strategy == MB_STRATEGY_DDP && o->bucket_view) {
+    weave w = {0};
+    int rc = ddp_view_grads(b, &w);
+    if (rc == MB_OK) rc = weave_in(b, &w);
+    free(w.at);
+    return rc;
+  }
   if (!mb_dist_is_zero(o) || o->world_size <= 1) return mb_dist_fsdp_events(b);
   weave w = {0};
   int rc = zero_grads(b, &w);
@@ -188,8 +250,9 @@ int mb_dist_events(mb_builder *b) {
 int mb_dist_fsdp_events(mb_builder *b) {
   const mb_dist_opts *o = &b->step->dist;
   int32_t shards = mb_dist_shards(o);
-  if ((o->strategy != MB_STRATEGY_FSDP && o->strategy != MB_STRATEGY_ZERO3) || shards <= 1) return MB_OK;
   bool zero3 = o->strategy == MB_STRATEGY_ZERO3;
+  /* FSDP2 gathers into unsharded copies on one rank too; NO_SHARD and one-rank ZeRO-3 do not */
+  if (zero3 ? shards <= 1 : o->strategy != MB_STRATEGY_FSDP || o->sharding == MB_FSDP_NO_SHARD) return MB_OK;
   mb_plan *p = b->p;
   mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
@@ -253,7 +316,7 @@ int mb_dist_fsdp_events(mb_builder *b) {
   int32_t *order = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));
   int32_t n_order = 0;
   if (!order) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
-  for (int32_t k = 1; k < u.n; k++)
+  for (int32_t k = o->reshard_root && reshard ? 0 : 1; k < u.n; k++)
     if (bfirst[k] >= 0 && u.bytes[k]) order[n_order++] = k;
   for (int32_t i = 1; i < n_order; i++) /* insertion sort: tens of units */
     for (int32_t j = i; j > 0 && bfirst[order[j]] < bfirst[order[j - 1]]; j--) {
@@ -261,29 +324,44 @@ int mb_dist_fsdp_events(mb_builder *b) {
       order[j] = order[j - 1];
       order[j - 1] = t;
     }
-  /* the root: gathered when forward starts, resharded when backward ends */
-  int32_t root = u.bytes[0] ? gather(b, &w, 2 * (int64_t)fwd0, MB_PHASE_FORWARD, &u, 0, "FSDP unsharded parameters (root)") : -2;
-  if (root == -1) rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
-  for (int32_t k = 1; k < u.n && rc == MB_OK; k++) {
-    if (!u.bytes[k] || first[k] < 0) continue;
-    int32_t full = gather(b, &w, 2 * (int64_t)first[k], MB_PHASE_FORWARD, &u, k, "FSDP unsharded parameters");
+  /* forward, in its order (the root when forward starts): each all-gather output is kept until
+   * the next unit's all-gather has been waited on (FSDPParamGroup's comm_ctx.all_gather_state),
+   * the last one until forward ends */
+  int32_t *fkey = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));
+  int32_t *forder = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));
+  if (!fkey || !forder) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  int32_t fwd_end = fwd0;
+  for (int32_t i = 0; i < p->n_ev; i++)
+    if (p->ev[i].phase == MB_PHASE_FORWARD) fwd_end = i;
+  for (int32_t k = 0; k < u.n; k++) fkey[k] = !u.bytes[k] ? -1 : k == 0 ? fwd0 : first[k];
+  int32_t n_fwd = order_by(fkey, u.n, forder), root = -2, held = -1;
+  for (int32_t i = 0; i < n_fwd && rc == MB_OK; i++) {
+    int32_t k = forder[i], out = -1;
+    int64_t at = 2 * (int64_t)fkey[k];
+    int32_t full = gather(b, &w, at, MB_PHASE_FORWARD, &u, k, k ? "FSDP unsharded parameters" : "FSDP unsharded parameters (root)",
+                          zero3 ? NULL : &out);
     if (full < 0) {
       rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
       break;
     }
-    if (!reshard || bfirst[k] < 0) {
+    if (held >= 0) rc = add(b, &w, at, 0, MB_PHASE_FORWARD, held);
+    held = out;
+    if (k == 0 && !(o->reshard_root && reshard)) { /* the root is resharded when backward ends */
+      root = full;
+    } else if (!reshard || bfirst[k] < 0) {
       int64_t end = bfirst[k] >= 0 ? 2 * (int64_t)blast[k] + 1 : 2 * (int64_t)last[k] + 1;
-      rc = add(b, &w, end, 0, bfirst[k] >= 0 ? MB_PHASE_BACKWARD : MB_PHASE_FORWARD, full);
-      continue;
+      if (rc == MB_OK) rc = add(b, &w, end, 0, bfirst[k] >= 0 ? MB_PHASE_BACKWARD : MB_PHASE_FORWARD, full);
+    } else if (rc == MB_OK) {
+      rc = add(b, &w, 2 * (int64_t)last[k] + 1, 0, MB_PHASE_FORWARD, full);
     }
-    rc = add(b, &w, 2 * (int64_t)last[k] + 1, 0, MB_PHASE_FORWARD, full);
   }
+  if (rc == MB_OK && held >= 0) rc = add(b, &w, 2 * (int64_t)fwd_end + 1, 0, MB_PHASE_FORWARD, held);
   /* backward, in its order: each resharded unit gathered again when the unit before it starts
    * its backward (the prefetch), right after that unit's own gather */
   for (int32_t i = 0; i < n_order && rc == MB_OK && reshard; i++) {
     int32_t k = order[i], at = bfirst[i ? order[i - 1] : k];
     if (first[k] < 0) continue;
-    int32_t again = gather(b, &w, 2 * (int64_t)at, MB_PHASE_BACKWARD, &u, k, "FSDP unsharded parameters (backward)");
+    int32_t again = gather(b, &w, 2 * (int64_t)at, MB_PHASE_BACKWARD, &u, k, "FSDP unsharded parameters (backward)", NULL);
     if (again < 0) {
       rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
       break;
@@ -297,12 +375,25 @@ int mb_dist_fsdp_events(mb_builder *b) {
   if ((!grad_at || !freed) && rc == MB_OK) rc = mb_fail(b->d, MB_E_NOMEM, "out of memory");
   for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++)
     if (!p->ev[i].alloc) freed[p->ev[i].slot] = true;
-  for (int32_t k = 0; k < u.n && rc == MB_OK && !zero3; k++) { /* ZeRO-3: zero_grads() */
-    grad_at[k] = k == 0 || blast[k] < 0 ? bwd_end : blast[k];
-    if (!u.grad_shard[k]) continue;
+  /* in backward order; each reduce-scatter input is kept until the next unit's reduce-scatter
+   * has been waited on (FSDPParamGroup's reduce_scatter_states), the last one until backward ends */
+  int32_t *rorder = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t)), n_rs = 0, rs_held = -1;
+  if (!rorder && rc == MB_OK) rc = mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  for (int32_t k = 0; k < u.n && rc == MB_OK; k++)
+    grad_at[k] = !u.grad_shard[k] || zero3 ? -1 : k == 0 || blast[k] < 0 ? bwd_end : blast[k];
+  if (rc == MB_OK) n_rs = order_by(grad_at, u.n, rorder);
+  for (int32_t r = 0; r < n_rs && rc == MB_OK; r++) { /* ZeRO-3: zero_grads() */
+    int32_t k = rorder[r];
     int64_t pos = 2 * (int64_t)grad_at[k] + 1;
     int32_t in = fixed_slot(b, MB_CAT_TEMPORARY, u.grad_shard[k] * (uint64_t)shards, "FSDP reduce-scatter input");
     if (in < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, in)) {
+      rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
+      break;
+    }
+    /* gloo's reduce_scatter_tensor_coalesced clones its whole input on the CPU */
+    int32_t clone = b->step->cpu && o->world_size > 1 ? fixed_slot(b, MB_CAT_TEMPORARY, u.grad_shard[k] * (uint64_t)shards,
+                                              "gloo reduce-scatter clone") : -2;
+    if (clone == -1 || (clone >= 0 && add(b, &w, pos, 1, MB_PHASE_BACKWARD, clone))) {
       rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
       break;
     }
@@ -324,11 +415,15 @@ int mb_dist_fsdp_events(mb_builder *b) {
     bool host = o->offload == MB_OFFLOAD_PARAMS;
     if (host) p->host_bytes += u.grad_shard[k];
     int32_t shard = fixed_slot(b, MB_CAT_GRADIENT, host ? 0 : u.grad_shard[k], "FSDP sharded gradients");
-    if (shard < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, shard) || add(b, &w, pos, 0, MB_PHASE_BACKWARD, in)) {
+    if (shard < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, shard) ||
+        (clone >= 0 && add(b, &w, pos, 0, MB_PHASE_BACKWARD, clone)) ||
+        (rs_held >= 0 && add(b, &w, pos, 0, MB_PHASE_BACKWARD, rs_held))) {
       rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
       break;
     }
+    rs_held = in;
   }
+  if (rc == MB_OK && rs_held >= 0) rc = add(b, &w, 2 * (int64_t)bwd_end + 1, 0, MB_PHASE_BACKWARD, rs_held);
   if (rc == MB_OK && root >= 0) rc = add(b, &w, 2 * (int64_t)bwd_end + 1, 0, MB_PHASE_BACKWARD, root);
   if (rc == MB_OK) rc = weave_in(b, &w);
   free(w.at);

@@ -33,6 +33,8 @@ typedef struct mb_dist_opts {
   uint64_t bucket_cap;      /* bucket_cap_mb in bytes (default 25 MiB; the first bucket 1 MiB) */
   /* FSDP */
   int sharding;             /* enum mb_fsdp_sharding */
+  bool reshard_root;        /* fully_shard(root, reshard_after_forward=True): the root unit is
+                             * resharded after forward too (torch's default None keeps it) */
   char **wrap;              /* module path globs wrapped as units (fully_shard each) */
   size_t n_wrap;
   /* DeepSpeed ZeRO */

@@ -488,8 +488,7 @@ static int batchnorm_counters(emitter *e) {
  * zero_grad(set_to_none=False) instead of freed. They exist before backward, which adds into
  * them (AccumulateGrad: variable_grad += new_grad). */
 static bool persistent_grads(const mb_step *step) {
-  return step->grad_accumulation > 1 || step->eval.zero_grad == MB_ZERO_GRAD_ZERO ||
-         (step->dist.strategy == MB_STRATEGY_DDP && step->dist.bucket_view);
+  return step->grad_accumulation > 1 || step->eval.zero_grad == MB_ZERO_GRAD_ZERO;
 }
 
 /* Several ranks: what the budget does not model yet is refused, not estimated as one GPU. */
@@ -538,11 +537,13 @@ static int zero_buffers(emitter *e, uint64_t grad_part) {
   return MB_OK;
 }
 
-/* DDP's gradient buckets (dist.c), when the .grad tensors are not views of them. */
+/* DDP's gradient buckets (dist.c): with gradient_as_bucket_view too, since zero_grad's
+ * set_to_none makes autograd create each .grad again before the reducer points it at its
+ * bucket (dist.c frees it there). */
 static int ddp_buckets(emitter *e) {
   mb_builder *b = e->b;
   const mb_dist_opts *o = &b->step->dist;
-  if (o->strategy != MB_STRATEGY_DDP || o->bucket_view) return MB_OK;
+  if (o->strategy != MB_STRATEGY_DDP) return MB_OK;
   const mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
   uint64_t *bytes = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(uint64_t));
