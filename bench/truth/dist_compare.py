@@ -5,8 +5,8 @@
 
     python3 bench/truth/dist_compare.py [--cli build/release/membudget] [--json]
 
-DDP and FSDP2 cases are estimated; FSDP1 (flat parameters) and DDP's lazy_bucket_allocation are
-not modelled and are listed as such. Units: ResNet-18's BasicBlocks (layer*.*), GPT-2's blocks
+DDP, FSDP2 and FSDP1 (--fsdp-version 1) cases are estimated; DDP's lazy_bucket_allocation is
+not modelled and is listed as such. Units: ResNet-18's BasicBlocks (layer*.*), GPT-2's blocks
 (transformer.h.*), as dist_truth.py wraps them."""
 import argparse
 import json
@@ -34,6 +34,11 @@ def flags(case):
         root = "1" if o.get("reshard_after_forward") is True else "0"  # passed to the root's fully_shard too
         return ["--world-size", str(n), "--strategy", "fsdp", "--fsdp-wrap", UNITS[case["model"]],
                 "--fsdp-sharding", sharding, "--fsdp-reshard-root", root]
+    if w == "fsdp1":
+        sharding = {"FULL_SHARD": "full_shard", "SHARD_GRAD_OP": "shard_grad_op",
+                    "NO_SHARD": "no_shard"}[o.get("sharding_strategy", "FULL_SHARD")]
+        return ["--world-size", str(n), "--strategy", "fsdp", "--fsdp-version", "1", "--fsdp-wrap",
+                UNITS[case["model"]], "--fsdp-sharding", sharding]
     return None
 
 

@@ -425,6 +425,7 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
  *   fsdp_sharding     full_shard | shard_grad_op | no_shard | hybrid_shard      (default full_shard)
  *   fsdp_wrap         GLOB on module paths: a unit per module it names; adds one, "" clears
  *   gpus_per_node     N: hybrid_shard's shard group                             (default 8)
+ *   fsdp_version      1 | 2: FullyShardedDataParallel (flat parameters) or fully_shard (default 2)
  *   fsdp_reshard_root 0 | 1: the root unit resharded after forward too, as
  *                     fully_shard(model, reshard_after_forward=True)            (default 0)
  *   zero1 | zero2 | zero3 strategies: reduce_bucket_size (elements, default 5e8),

@@ -7,6 +7,7 @@
  *   fsdp_wrap                GLOB on module paths: each module it names is a unit; adds one,
  *                            "" clears (the root unit holds every other parameter)
  *   gpus_per_node            N: hybrid_shard's shard group                      (default 8)
+ *   fsdp_version             1 | 2: FullyShardedDataParallel or fully_shard      (default 2)
  *   fsdp_reshard_root        0 | 1: the root unit resharded after forward too, as
  *                            fully_shard(model, reshard_after_forward=True) does (default 0:
  *                            torch's None keeps the root gathered until backward ends)
@@ -57,6 +58,7 @@ void mb_setup_dist_defaults(mb_dist_opts *o) {
   o->gpus_per_node = 8;
   o->bucket_cap = 25u << 20;
   o->sharding = MB_FSDP_FULL_SHARD;
+  o->fsdp_version = 2;
   o->reduce_bucket_size = 500000000;
   o->overlap_comm = -1;
   o->persistence_threshold = 100000;
@@ -106,6 +108,9 @@ int mb_setup_dist_option(mb_setup *s, const char *key, const char *value, int *r
     else *rc = bad(s, key, value, "one of full_shard, shard_grad_op, no_shard, hybrid_shard");
   } else if (!strcmp(key, "fsdp_wrap")) {
     *rc = add_wrap(s, o, value);
+  } else if (!strcmp(key, "fsdp_version")) {
+    if (!strcmp(value, "1") || !strcmp(value, "2")) o->fsdp_version = value[0] - '0';
+    else *rc = bad(s, key, value, "1 (FullyShardedDataParallel) or 2 (fully_shard)");
   } else if (!strcmp(key, "fsdp_reshard_root")) {
     if (!strcmp(value, "1") || !strcmp(value, "true")) o->reshard_root = true;
     else if (!strcmp(value, "0") || !strcmp(value, "false")) o->reshard_root = false;

@@ -31,7 +31,7 @@ static const struct { const char *flag, *key; } value_flags[] = {
   {"--zero-grad", "zero_grad"}, {"--teacher-cache", "teacher_cache"},
   {"--world-size", "world_size"}, {"--strategy", "strategy"}, {"--bucket-cap-mb", "bucket_cap_mb"},
   {"--fsdp-sharding", "fsdp_sharding"}, {"--fsdp-wrap", "fsdp_wrap"}, {"--gpus-per-node", "gpus_per_node"}, {"--offload", "offload"},
-  {"--fsdp-reshard-root", "fsdp_reshard_root"},
+  {"--fsdp-reshard-root", "fsdp_reshard_root"}, {"--fsdp-version", "fsdp_version"},
   {"--reduce-bucket-size", "reduce_bucket_size"}, {"--overlap-comm", "overlap_comm"},
   {"--stage3-param-persistence-threshold", "stage3_param_persistence_threshold"},
 };

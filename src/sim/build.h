@@ -98,4 +98,7 @@ int mb_emit_step(mb_builder *b);
 int mb_dist_fsdp_events(mb_builder *b);
 /* dist.c: ZeRO's and FSDP's events woven into the emitted step */
 int mb_dist_events(mb_builder *b);
+/* dist.c: FSDP1's largest flat parameter shard in elements (0 otherwise): a for-loop optimizer
+ * step's temporaries are per FlatParameter */
+uint64_t mb_dist_flat_largest(const mb_builder *b);
 #endif

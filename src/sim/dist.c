@@ -28,7 +28,7 @@
 
 int64_t mb_dist_shard_numel(const mb_dist_opts *o, int32_t n, const int64_t *dims, int rank, int64_t numel) {
   if (n <= 1) return numel;
-  if (mb_dist_is_zero(o)) return (numel + n - 1) / n;
+  if (mb_dist_is_zero(o) || o->fsdp_version == 1) return (numel + n - 1) / n; /* flat buffers */
   if (rank < 1 || dims[0] <= 0) return numel;
   int64_t rest = numel / dims[0];
   return (dims[0] + n - 1) / n * rest;
@@ -50,6 +50,35 @@ size_t mb_ddp_buckets(const mb_dist_opts *o, const uint64_t *grad_bytes, size_t 
 }
 
 /* ---- FSDP units ---- */
+
+static size_t wrapped_prefix(const mb_dist_opts *o, const char *path);
+
+uint64_t mb_dist_flat_largest(const mb_builder *b) {
+  const mb_dist_opts *o = &b->step->dist;
+  if (o->strategy != MB_STRATEGY_FSDP || o->fsdp_version != 1) return 0;
+  const mb_model_state *ms = &b->ms[0];
+  const mb_graph *g = ms->g;
+  uint64_t largest = 0;
+  /* units by their parameters' names: each wrapped module's, the root's the rest */
+  for (int32_t v = 0; v < g->n_values; v++) {
+    if (!ms->trainable_init[v]) continue;
+    const char *name = g->inits[g->values[v].initializer].name;
+    size_t len = name ? wrapped_prefix(o, name) : 0;
+    uint64_t sum = 0;
+    bool first = true;
+    for (int32_t x = 0; x < g->n_values; x++) {
+      if (!ms->trainable_init[x]) continue;
+      const char *other = g->inits[g->values[x].initializer].name;
+      size_t olen = other ? wrapped_prefix(o, other) : 0;
+      if (olen != len || (len && strncmp(name, other, len))) continue;
+      if (x < v) first = false; /* counted with its unit's first parameter */
+      sum += (uint64_t)g->inits[g->values[x].initializer].numel;
+    }
+    int32_t n = mb_dist_shards(o);
+    if (first && (sum + (uint64_t)n - 1) / (uint64_t)n > largest) largest = (sum + (uint64_t)n - 1) / (uint64_t)n;
+  }
+  return largest;
+}
 
 /* The outermost module of a dotted path (a parameter's module, or a node's) that a wrap glob
  * names; its length in path, 0 for none (the root unit). */
@@ -164,9 +193,19 @@ static int32_t gather(mb_builder *b, weave *w, int64_t pos, int phase, const uni
   uint64_t bytes = u->bytes[k];
   int32_t full = fixed_slot(b, MB_CAT_PARAMETER, bytes, name);
   if (full < 0) return -1;
-  if (b->step->dist.strategy == MB_STRATEGY_ZERO3) /* all-gathered straight into the parameters */
+  const mb_dist_opts *o = &b->step->dist;
+  if (o->strategy == MB_STRATEGY_ZERO3) /* all-gathered straight into the parameters */
     return add(b, w, pos, 1, phase, full) ? -1 : full;
-  uint64_t padded = u->shard[k] * (uint64_t)mb_dist_shards(&b->step->dist);
+  uint64_t padded = u->shard[k] * (uint64_t)mb_dist_shards(o);
+  if (o->fsdp_version == 1) { /* into the padded flat parameter itself (_full_param_padded) */
+    if (add(b, w, pos, 1, phase, full)) return -1;
+    if (kept) *kept = -1;
+    if (b->step->cpu && o->world_size > 1) { /* c10d::allgather_'s chunk list on the CPU */
+      int32_t tmp = fixed_slot(b, MB_CAT_TEMPORARY, padded, "gloo all-gather temporary");
+      if (tmp < 0 || add(b, w, pos, 1, phase, tmp) || add(b, w, pos, 0, phase, tmp)) return -1;
+    }
+    return full;
+  }
   int32_t out = fixed_slot(b, MB_CAT_TEMPORARY, padded, "FSDP all-gather output");
   if (out < 0 || add(b, w, pos, 1, phase, out)) return -1;
   if (b->step->cpu && b->step->dist.world_size > 1) {
@@ -253,6 +292,7 @@ int mb_dist_fsdp_events(mb_builder *b) {
   bool zero3 = o->strategy == MB_STRATEGY_ZERO3;
   /* FSDP2 gathers into unsharded copies on one rank too; NO_SHARD and one-rank ZeRO-3 do not */
   if (zero3 ? shards <= 1 : o->strategy != MB_STRATEGY_FSDP || o->sharding == MB_FSDP_NO_SHARD) return MB_OK;
+  if (!zero3 && o->fsdp_version == 1 && shards <= 1) return MB_OK; /* FSDP1 runs NO_SHARD on one rank */
   mb_plan *p = b->p;
   mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
@@ -421,7 +461,14 @@ int mb_dist_fsdp_events(mb_builder *b) {
       rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
       break;
     }
-    rs_held = in;
+    if (o->fsdp_version == 1) { /* FSDP1 frees the flat gradient after the collective */
+      if (add(b, &w, pos, 0, MB_PHASE_BACKWARD, in)) {
+        rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
+        break;
+      }
+    } else {
+      rs_held = in;
+    }
   }
   if (rc == MB_OK && rs_held >= 0) rc = add(b, &w, 2 * (int64_t)bwd_end + 1, 0, MB_PHASE_BACKWARD, rs_held);
   if (rc == MB_OK && root >= 0) rc = add(b, &w, 2 * (int64_t)bwd_end + 1, 0, MB_PHASE_BACKWARD, root);

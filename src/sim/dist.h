@@ -33,6 +33,9 @@ typedef struct mb_dist_opts {
   uint64_t bucket_cap;      /* bucket_cap_mb in bytes (default 25 MiB; the first bucket 1 MiB) */
   /* FSDP */
   int sharding;             /* enum mb_fsdp_sharding */
+  int fsdp_version;         /* 2: fully_shard (default); 1: FullyShardedDataParallel's flat
+                             * parameters (no all-gather output beside them, the reduce-scatter
+                             * input freed at once, NO_SHARD on one rank) */
   bool reshard_root;        /* fully_shard(root, reshard_after_forward=True): the root unit is
                              * resharded after forward too (torch's default None keeps it) */
   char **wrap;              /* module path globs wrapped as units (fully_shard each) */

@@ -744,6 +744,8 @@ static int emit_optimizer(emitter *e) {
     for (int32_t i = 0; i < n; i++) release(e, 0, list[i], -1);
   }
   int32_t tmps[4], n_tmp = 0;
+  uint64_t flat = mb_dist_flat_largest(b);
+  if (flat > largest) largest = flat;
   int32_t loop = zero ? 0 : opt->loop_temps + (step->foreach ? 0 : opt->single_temps);
   for (int l = 0; l < loop && l < 4 && largest; l++) {
     tmps[n_tmp] = fixed(e, 0, MB_CAT_TEMPORARY, dtype_bytes(largest_dt, largest), "optimizer temporary", 0);

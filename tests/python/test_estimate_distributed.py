@@ -247,3 +247,23 @@ def test_fsdp_cpu_offload(cli, mlp):
 def test_offload_that_does_not_exist_is_refused(cli, mlp, args):
     p = run(cli, "estimate", mlp, "--batch", "2", "--world-size", "2", *args)
     assert p.returncode == 1 and "offload" in p.stderr
+
+
+def test_fsdp1_flat_parameters(cli, mlp):
+    """FullyShardedDataParallel (--fsdp-version 1): each unit's FlatParameter split evenly
+    (fc1: 40 elements, 20 a rank; fc2: 27, 14 a rank, padded), gathered straight into the padded
+    flat parameter (no all-gather output beside it), the flat gradient freed after the
+    reduce-scatter; on one rank FSDP1 runs NO_SHARD."""
+    one = est(cli, mlp)
+    batch = one["level_after_setup"] - PARAMS
+    args = ["--strategy", "fsdp", "--fsdp-version", "1", "--fsdp-wrap", "fc*"]
+    got = est(cli, mlp, "--world-size", "2", *args)
+    assert got["level_after_setup"] == 4 * (20 + 14) + batch
+    assert got["level_after_backward"] == got["level_after_setup"] + 4 * (20 + 14)
+    p = run(cli, "estimate", mlp, "--batch", "4", "--optimizer", "sgd", *EXACT, "--world-size", "2", *args,
+            "--json", "--trace", check=0)
+    import json
+    tensors = {e["tensor"] for e in json.loads(p.stdout)["trace"]}
+    assert "FSDP all-gather output" not in tensors and "FSDP unsharded parameters" in tensors
+    alone = est(cli, mlp, "--world-size", "1", *args)
+    assert {k: alone[k] for k in LEVELS + ("allocated_peak",)} == {k: one[k] for k in LEVELS + ("allocated_peak",)}
