@@ -297,7 +297,7 @@ int mb_dist_fsdp_events(mb_builder *b) {
   mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
   units u = {0};
-  u.cap = g->n_nodes + 2;
+  u.cap = g->n_nodes + g->n_values + 2; /* a unit per node or parameter at most */
   u.name = mb_arena_array(&b->a, (size_t)u.cap, sizeof(char *));
   int32_t *node_unit = mb_arena_array(&b->a, (size_t)g->n_nodes + 1, sizeof(int32_t));
   int32_t *value_unit = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(int32_t));
