@@ -1,23 +1,30 @@
-/* One rank of data-parallel training (sim/dist.h): the sizes of sharded states, DDP's gradient
- * buckets, and FSDP's per-unit gathers and reduce-scatters woven into the step's events.
+/* One rank of data-parallel training (sim/dist.h; docs/distributed.md): the sizes of sharded
+ * states, DDP's gradient buckets, and the gathers, reduce-scatters and gradient frees of FSDP
+ * and DeepSpeed ZeRO woven into the step's events.
  *
- * FSDP follows torch.distributed.fsdp.fully_shard (FSDP2, torch 2.x
- * torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py and _fsdp_collectives.py):
+ * FSDP2 (torch.distributed.fsdp.fully_shard; _fully_shard/_fsdp_param_group.py,
+ * _fsdp_collectives.py), as the CPU truth measured it (docs/distributed-truth.md):
  * - every parameter of a unit is sharded on dim 0, padded to a multiple of the shard count
  *   (FSDPParam._init_sharded_param): a rank holds ceil(dim0 / N) rows;
- * - before a unit runs, foreach_all_gather allocates one output of the unit's padded size,
- *   foreach_all_gather_copy_out copies it into each parameter's unsharded storage, and the
- *   output is freed: a transient of twice the unit;
- * - FULL_SHARD frees the unsharded storages after the unit's forward (reshard_after_forward)
- *   and gathers again for its backward, where the next unit's gather is prefetched; the root
- *   unit is not resharded after forward (it runs backward last);
+ * - before a unit runs, foreach_all_gather allocates one output of the unit's padded size and
+ *   foreach_all_gather_copy_out copies it into each parameter's unsharded storage; in forward
+ *   the output is kept until the next unit's all-gather has been waited on, in backward it goes
+ *   after the copy-out;
+ * - full_shard frees the unsharded storages after the unit's forward and gathers again for its
+ *   backward, where the next unit's gather is prefetched; the root stays gathered until
+ *   backward ends unless reshard_root;
  * - after a unit's backward, foreach_reduce copies the unsharded gradients into one
- *   reduce-scatter input of the unit's size, the gradients go, and the reduce-scatter output
- *   (the unit's size / N) holds the sharded .grad tensors until zero_grad.
+ *   reduce-scatter input, the gradients go, the output (the unit's padded size / N) holds the
+ *   sharded .grad tensors until zero_grad; the input is kept until the next reduce-scatter.
+ * FSDP1 (fsdp_version 1): flat parameters split evenly, gathered straight into the padded flat
+ * parameter, the flat gradient freed after its reduce-scatter, NO_SHARD on one rank.
+ * With the CPU backend, gloo's copies that NCCL does not make are added.
  * DDP (torch/csrc/distributed/c10d/reducer.cpp, Reducer::initialize_buckets) allocates one flat
  * tensor per bucket at construction, filled in reverse parameter order, the first bucket
- * closed at 1 MiB and the others at bucket_cap_mb; with gradient_as_bucket_view the .grad
- * tensors are views of them, else autograd's .grad are copied in and out. */
+ * closed at 1 MiB and the others at bucket_cap_mb; with gradient_as_bucket_view each .grad is
+ * replaced by a view of its bucket once complete.
+ * ZeRO (deepspeed 0.19.8, docs/deepspeed.md): stage 1 frees the whole gradients in step(),
+ * stages 2 and 3 as the reduction buffer fills; stage 3 gathers each module's own parameters. */
 #include <stdlib.h>
 #include <string.h>
 
