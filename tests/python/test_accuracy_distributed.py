@@ -33,7 +33,8 @@ def test_ddp_is_exact(rows):
 
 
 # where the model is known to be off (docs/distributed.md): FSDP2 with reshard_after_forward=False
-# on ResNet-18 (+4.6%, +5.1%), FSDP1's NO_SHARD on ResNet-18 (-6.1%: also FULL_SHARD on one rank)
+# on ResNet-18 (+4.6%, +5.1%: gloo's clone at the late side of a thread race), FSDP1's NO_SHARD on
+# ResNet-18 (-6.1%, unexplained; also FULL_SHARD on one rank, which is NO_SHARD)
 KNOWN = {("zoo/resnet18", "fsdp2-no-reshard"): 0.055, ("zoo/resnet18", "fsdp1-no-shard"): 0.065,
          ("zoo/resnet18", "fsdp1-full", 1): 0.065}
 
