@@ -72,7 +72,7 @@ MB_API void mb_setup_free(mb_setup *s) {
 
 MB_API const char *mb_setup_errmsg(const mb_setup *s) { return s ? s->errmsg : ""; }
 
-static int add_pattern(mb_setup *s, char ***list, size_t *n, const char *glob) {
+int mb_setup_add_pattern(mb_setup *s, char ***list, size_t *n, const char *glob) {
   if (!s) return MB_E_INVALID_ARG;
   if (!glob || !mb_glob_valid(glob)) {
     snprintf(s->errmsg, sizeof s->errmsg, "invalid glob pattern '%s'", glob ? glob : "(null)");
@@ -90,11 +90,11 @@ static int add_pattern(mb_setup *s, char ***list, size_t *n, const char *glob) {
 }
 
 MB_API int mb_setup_add_freeze(mb_setup *s, const char *glob) {
-  return add_pattern(s, s ? &s->freeze : NULL, s ? &s->n_freeze : NULL, glob);
+  return mb_setup_add_pattern(s, s ? &s->freeze : NULL, s ? &s->n_freeze : NULL, glob);
 }
 
 MB_API int mb_setup_add_trainable(mb_setup *s, const char *glob) {
-  return add_pattern(s, s ? &s->trainable : NULL, s ? &s->n_trainable : NULL, glob);
+  return mb_setup_add_pattern(s, s ? &s->trainable : NULL, s ? &s->n_trainable : NULL, glob);
 }
 
 bool mb_setup_trains(const mb_setup *s, const char *name) {
@@ -149,12 +149,12 @@ MB_API int mb_setup_set_batch_dim(mb_setup *s, const char *name) {
 
 /* ---- training options by name (mb_setup_set) ---- */
 
-static int bad(mb_setup *s, const char *key, const char *value, const char *want) {
+int mb_setup_bad(mb_setup *s, const char *key, const char *value, const char *want) {
   snprintf(s->errmsg, sizeof s->errmsg, "%s: '%s' is not %s", key, value, want);
   return MB_E_INVALID_ARG;
 }
 
-static int pick(mb_setup *s, const char *key, const char *value, const char *const *names, int *out) {
+int mb_setup_pick(mb_setup *s, const char *key, const char *value, const char *const *names, int *out) {
   char want[256] = "one of";
   for (int i = 0; names[i]; i++) {
     if (!strcmp(value, names[i])) {
@@ -163,23 +163,36 @@ static int pick(mb_setup *s, const char *key, const char *value, const char *con
     }
     snprintf(want + strlen(want), sizeof want - strlen(want), "%s %s", i ? "," : "", names[i]);
   }
-  return bad(s, key, value, want);
+  return mb_setup_bad(s, key, value, want);
 }
 
-static int parse_bool(mb_setup *s, const char *key, const char *value, bool *out) {
+int mb_setup_bool(mb_setup *s, const char *key, const char *value, bool *out) {
   if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "on")) *out = true;
   else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "off")) *out = false;
-  else return bad(s, key, value, "0 or 1");
+  else return mb_setup_bad(s, key, value, "0 or 1");
   return MB_OK;
 }
 
-static int parse_int(mb_setup *s, const char *key, const char *value, int64_t lo, int64_t hi, int64_t *out) {
+bool mb_setup_digits(const char *value, int64_t lo, int64_t hi, int64_t *out) {
+  if (!*value) return false;
+  int64_t v = 0;
+  for (const char *p = value; *p; p++) {
+    if (*p < '0' || *p > '9') return false;
+    v = v * 10 + (*p - '0');
+    if (v > hi) return false;
+  }
+  if (v < lo) return false;
+  *out = v;
+  return true;
+}
+
+int mb_setup_int(mb_setup *s, const char *key, const char *value, int64_t lo, int64_t hi, int64_t *out) {
   char *end = NULL;
   long long v = strtoll(value, &end, 10);
   if (!*value || *end || v < lo || v > hi) {
     char want[96];
     snprintf(want, sizeof want, "an integer in [%lld, %lld]", (long long)lo, (long long)hi);
-    return bad(s, key, value, want);
+    return mb_setup_bad(s, key, value, want);
   }
   *out = v;
   return MB_OK;
@@ -188,13 +201,13 @@ static int parse_int(mb_setup *s, const char *key, const char *value, int64_t lo
 static int parse_fraction(mb_setup *s, const char *key, const char *value, double lo, double hi, double *out) {
   char *end = NULL;
   double v = strtod(value, &end);
-  if (!*value || *end || !(v > lo && v <= hi)) return bad(s, key, value, "a fraction in range");
+  if (!*value || *end || !(v > lo && v <= hi)) return mb_setup_bad(s, key, value, "a fraction in range");
   *out = v;
   return MB_OK;
 }
 
 static int parse_size(mb_setup *s, const char *key, const char *value, uint64_t *out) {
-  if (mb_parse_bytes(value, out) != 0) return bad(s, key, value, "a size such as 80GiB, 24GB or 1024");
+  if (mb_parse_bytes(value, out) != 0) return mb_setup_bad(s, key, value, "a size such as 80GiB, 24GB or 1024");
   return MB_OK;
 }
 
@@ -211,13 +224,13 @@ static const char *const loadings[] = {"lazy", "eager", NULL};
 static int parse_version(mb_setup *s, const char *key, const char *value, int *out) {
   char *end = NULL;
   long major = strtol(value, &end, 10), minor = 0;
-  if (end == value || major < 1 || major > 99) return bad(s, key, value, "a version such as 12.8");
+  if (end == value || major < 1 || major > 99) return mb_setup_bad(s, key, value, "a version such as 12.8");
   if (*end == '.') {
     const char *m = end + 1;
     minor = strtol(m, &end, 10);
-    if (end == m || minor < 0 || minor > 99) return bad(s, key, value, "a version such as 12.8");
+    if (end == m || minor < 0 || minor > 99) return mb_setup_bad(s, key, value, "a version such as 12.8");
   }
-  if (*end) return bad(s, key, value, "a version such as 12.8");
+  if (*end) return mb_setup_bad(s, key, value, "a version such as 12.8");
   *out = (int)(major * 100 + minor);
   return MB_OK;
 }
@@ -227,7 +240,7 @@ static int parse_driver(mb_setup *s, const char *key, const char *value, int *ou
   char *end = NULL;
   long major = strtol(value, &end, 10);
   if (end == value || major < 1 || major > 9999 || (*end && *end != '.'))
-    return bad(s, key, value, "a driver version such as 550 or 550.54.15");
+    return mb_setup_bad(s, key, value, "a driver version such as 550 or 550.54.15");
   *out = (int)major;
   return MB_OK;
 }
@@ -268,41 +281,41 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
     if (id < 0) {
       char want[256];
       snprintf(want, sizeof want, "one of %s", mb_optim_names());
-      return bad(s, key, value, want);
+      return mb_setup_bad(s, key, value, want);
     }
     t->optimizer = id;
   } else if (!strcmp(key, "precision")) {
-    if ((rc = pick(s, key, value, precisions, &choice)) == MB_OK) t->precision = choice;
+    if ((rc = mb_setup_pick(s, key, value, precisions, &choice)) == MB_OK) t->precision = choice;
   } else if (!strcmp(key, "loss")) {
-    if ((rc = pick(s, key, value, losses, &choice)) == MB_OK) t->loss = choice;
+    if ((rc = mb_setup_pick(s, key, value, losses, &choice)) == MB_OK) t->loss = choice;
   } else if (!strcmp(key, "attention")) {
-    if ((rc = pick(s, key, value, attentions, &choice)) == MB_OK) t->attention = (int32_t)choice;
+    if ((rc = mb_setup_pick(s, key, value, attentions, &choice)) == MB_OK) t->attention = (int32_t)choice;
   } else if (!strcmp(key, "backend")) {
-    if ((rc = pick(s, key, value, backends, &choice)) == MB_OK) set_backend(t, choice == 1);
+    if ((rc = mb_setup_pick(s, key, value, backends, &choice)) == MB_OK) set_backend(t, choice == 1);
   } else if (!strcmp(key, "grad_sum")) {
-    if ((rc = pick(s, key, value, grad_sums, &choice)) == MB_OK) t->grad_sum_copy = choice == 1;
+    if ((rc = mb_setup_pick(s, key, value, grad_sums, &choice)) == MB_OK) t->grad_sum_copy = choice == 1;
   } else if (!strcmp(key, "transformers")) {
-    if ((rc = pick(s, key, value, transformers_paths, &choice)) == MB_OK) t->transformers_as_exported = choice == 1;
+    if ((rc = mb_setup_pick(s, key, value, transformers_paths, &choice)) == MB_OK) t->transformers_as_exported = choice == 1;
   } else if (!strcmp(key, "accept_inference_graph")) {
-    rc = parse_bool(s, key, value, &t->accept_inference_graph);
+    rc = mb_setup_bool(s, key, value, &t->accept_inference_graph);
   } else if (!strcmp(key, "foreach")) {
-    rc = parse_bool(s, key, value, &t->foreach);
+    rc = mb_setup_bool(s, key, value, &t->foreach);
   } else if (!strcmp(key, "master_weights")) {
-    rc = parse_bool(s, key, value, &t->master_weights);
+    rc = mb_setup_bool(s, key, value, &t->master_weights);
   } else if (!strcmp(key, "ema")) {
-    rc = parse_bool(s, key, value, &t->ema);
+    rc = mb_setup_bool(s, key, value, &t->ema);
   } else if (!strcmp(key, "teacher_offload")) {
-    rc = parse_bool(s, key, value, &t->teacher_offload);
+    rc = mb_setup_bool(s, key, value, &t->teacher_offload);
   } else if (!strcmp(key, "checkpoint")) {
-    rc = add_pattern(s, &t->checkpoint, &t->n_checkpoint, value);
+    rc = mb_setup_add_pattern(s, &t->checkpoint, &t->n_checkpoint, value);
   } else if (!strcmp(key, "grad_accumulation")) {
-    if ((rc = parse_int(s, key, value, 1, 1 << 20, &n)) == MB_OK) t->grad_accumulation = n;
+    if ((rc = mb_setup_int(s, key, value, 1, 1 << 20, &n)) == MB_OK) t->grad_accumulation = n;
   } else if (!strcmp(key, "batch_min")) {
-    if ((rc = parse_int(s, key, value, 1, INT64_C(1) << 40, &n)) == MB_OK) t->batch_min = n;
+    if ((rc = mb_setup_int(s, key, value, 1, INT64_C(1) << 40, &n)) == MB_OK) t->batch_min = n;
   } else if (!strcmp(key, "batch_max")) {
-    if ((rc = parse_int(s, key, value, 1, INT64_C(1) << 40, &n)) == MB_OK) t->batch_max = n;
+    if ((rc = mb_setup_int(s, key, value, 1, INT64_C(1) << 40, &n)) == MB_OK) t->batch_max = n;
   } else if (!strcmp(key, "batch_multiple")) {
-    if ((rc = parse_int(s, key, value, 1, 1 << 20, &n)) == MB_OK) t->batch_multiple = n;
+    if ((rc = mb_setup_int(s, key, value, 1, 1 << 20, &n)) == MB_OK) t->batch_multiple = n;
   } else if (!strcmp(key, "gpu")) {
     const mb_gpu *gpu = mb_gpu_find(value);
     if (!gpu) {
@@ -312,18 +325,18 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
         mb_gpu_get(i, &name, NULL, NULL);
         snprintf(want + strlen(want), sizeof want - strlen(want), "%s %s", i ? "," : "", name);
       }
-      return bad(s, key, value, want);
+      return mb_setup_bad(s, key, value, want);
     }
     t->gpu = gpu->name;
     t->device_memory = gpu->memory;
   } else if (!strcmp(key, "device_memory")) {
     rc = parse_size(s, key, value, &t->device_memory);
-    if (rc == MB_OK && t->device_memory == 0) return bad(s, key, value, "a size above 0");
+    if (rc == MB_OK && t->device_memory == 0) return mb_setup_bad(s, key, value, "a size above 0");
   } else if (!strcmp(key, "context")) {
     rc = parse_size(s, key, value, &t->context);
     t->context_set = rc == MB_OK;
   } else if (!strcmp(key, "reserved")) {
-    if ((rc = pick(s, key, value, reserved_models, &choice)) == MB_OK) t->reserved_model = choice;
+    if ((rc = mb_setup_pick(s, key, value, reserved_models, &choice)) == MB_OK) t->reserved_model = choice;
   } else if (!strcmp(key, "alloc_conf")) {
     rc = set_alloc_conf(s, value);
   } else if (!strcmp(key, "cublaslt_workspace")) {
@@ -335,12 +348,12 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
   } else if (!strcmp(key, "driver_version")) {
     rc = parse_driver(s, key, value, &t->driver_version);
   } else if (!strcmp(key, "module_loading")) {
-    if ((rc = pick(s, key, value, loadings, &choice)) == MB_OK) t->eager_loading = choice == 1;
+    if ((rc = mb_setup_pick(s, key, value, loadings, &choice)) == MB_OK) t->eager_loading = choice == 1;
   } else if (!strcmp(key, "cublas_workspace")) {
     rc = parse_size(s, key, value, &t->cublas_workspace);
     t->cublas_workspace_set = rc == MB_OK;
   } else if (!strcmp(key, "rounding")) {
-    if ((rc = parse_int(s, key, value, 1, 1 << 24, &n)) == MB_OK) t->rounding = (uint64_t)n;
+    if ((rc = mb_setup_int(s, key, value, 1, 1 << 24, &n)) == MB_OK) t->rounding = (uint64_t)n;
   } else if (!strcmp(key, "utilization")) {
     rc = parse_fraction(s, key, value, 0.0, 1.0, &t->utilization);
   } else if (!strcmp(key, "fragmentation")) {

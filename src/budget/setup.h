@@ -111,6 +111,16 @@ int mb_setup_graphs_option(mb_setup *s, const char *key, const char *value, int 
 void mb_setup_graphs_free(mb_setup *s);
 /* setup_eval.c: the keys eval_batch, zero_grad, ema_swap, eval_keep_outputs, teacher_cache.
  * Returns 1 and sets *rc when key is one of them, else 0. */
+/* The parsers of mb_setup_set's values (setup.c), shared by the key families: each failure
+ * writes "KEY: 'VALUE' is not WANT" to the setup's message and returns MB_E_INVALID_ARG. */
+int mb_setup_bad(mb_setup *s, const char *key, const char *value, const char *want);
+int mb_setup_pick(mb_setup *s, const char *key, const char *value, const char *const *names, int *out); /* names: NULL-ended */
+int mb_setup_bool(mb_setup *s, const char *key, const char *value, bool *out); /* 1|true|on, 0|false|off */
+int mb_setup_int(mb_setup *s, const char *key, const char *value, int64_t lo, int64_t hi, int64_t *out);
+/* digits only (no sign, no space), in [lo, hi]; no message */
+bool mb_setup_digits(const char *value, int64_t lo, int64_t hi, int64_t *out);
+/* a validated glob appended to a list */
+int mb_setup_add_pattern(mb_setup *s, char ***list, size_t *n, const char *glob);
 int mb_setup_eval_option(mb_setup *s, const char *key, const char *value, int *rc);
 int mb_setup_dist_option(mb_setup *s, const char *key, const char *value, int *rc);
 void mb_setup_dist_defaults(mb_dist_opts *o);

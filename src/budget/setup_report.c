@@ -7,32 +7,23 @@
  *                     does not fit or a given batch is within 10% of the usable memory
  *   advise_trainable  GLOB: what the freezing what-if trains ("" chooses: LoRA adapters, else
  *                     the last top-level module with parameters) */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "budget/setup.h"
 #include "util/glob.h"
 
-static int fail(mb_setup *s, const char *key, const char *value, const char *want) {
-  snprintf(s->errmsg, sizeof s->errmsg, "%s: '%s' is not %s", key, value, want);
-  return MB_E_INVALID_ARG;
-}
-
 static int count(mb_setup *s, const char *key, const char *value, int32_t *out) {
-  char *end = NULL;
-  long long v = strtoll(value, &end, 10);
-  if (!*value || *end || v < 0 || v > 1000000) return fail(s, key, value, "an integer in [0, 1000000]");
-  *out = (int32_t)v;
-  return MB_OK;
+  int64_t v = 0;
+  int rc = mb_setup_int(s, key, value, 0, 1000000, &v);
+  if (rc == MB_OK) *out = (int32_t)v;
+  return rc;
 }
 
 int mb_setup_report_option(mb_setup *s, const char *key, const char *value, int *rc) {
   mb_report_opts *r = &s->report;
   if (!strcmp(key, "by_module")) {
-    if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "on")) r->by_module = true;
-    else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "off")) r->by_module = false;
-    else *rc = fail(s, key, value, "0 or 1");
+    *rc = mb_setup_bool(s, key, value, &r->by_module);
   } else if (!strcmp(key, "module_depth")) {
     *rc = count(s, key, value, &r->module_depth);
   } else if (!strcmp(key, "top")) {
@@ -41,10 +32,10 @@ int mb_setup_report_option(mb_setup *s, const char *key, const char *value, int 
     if (!strcmp(value, "never") || !strcmp(value, "0")) r->advise = MB_ADVISE_NEVER;
     else if (!strcmp(value, "auto")) r->advise = MB_ADVISE_AUTO;
     else if (!strcmp(value, "always") || !strcmp(value, "1")) r->advise = MB_ADVISE_ALWAYS;
-    else *rc = fail(s, key, value, "one of never, auto, always");
+    else *rc = mb_setup_bad(s, key, value, "one of never, auto, always");
   } else if (!strcmp(key, "advise_trainable")) {
     if (*value && !mb_glob_valid(value)) {
-      *rc = fail(s, key, value, "a valid glob");
+      *rc = mb_setup_bad(s, key, value, "a valid glob");
     } else {
       char *copy = NULL;
       if (*value && !(copy = malloc(strlen(value) + 1))) {
