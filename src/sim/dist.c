@@ -33,6 +33,9 @@
 #include "sim/build.h"
 #include "util/glob.h"
 
+/* The failure of a step that ran out of memory (or the one already reported). */
+static int nomem(mb_builder *b) { return b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory"); }
+
 int64_t mb_dist_shard_numel(const mb_dist_opts *o, int32_t n, const int64_t *dims, int rank, int64_t numel) {
   if (n <= 1) return numel;
   if (mb_dist_is_zero(o) || o->fsdp_version == 1) return (numel + n - 1) / n; /* flat buffers */
@@ -169,7 +172,7 @@ static int add(mb_builder *b, weave *w, int64_t pos, int alloc, int phase, int32
   if (w->n == w->cap) {
     int32_t cap = w->cap ? w->cap * 2 : 256;
     insert *grown = realloc(w->at, (size_t)cap * sizeof *grown);
-    if (!grown) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+    if (!grown) return nomem(b);
     w->at = grown;
     w->cap = cap;
   }
@@ -192,6 +195,26 @@ static int32_t fixed_slot(mb_builder *b, int cat, uint64_t bytes, const char *na
 
 /* The unit's parameters gathered before pos: the all-gather output, the unsharded storages it
  * is copied into, the output freed. Returns the unsharded slot. */
+/* Which slots the step itself frees, into freed (n_slots entries, false). */
+static void mark_freed(const mb_plan *p, bool *freed) {
+  for (int32_t i = 0; i < p->n_ev; i++)
+    if (!p->ev[i].alloc) freed[p->ev[i].slot] = true;
+}
+
+/* The same, calloc'd (NULL when out of memory). */
+static bool *freed_by_step(const mb_plan *p) {
+  bool *freed = calloc((size_t)p->n_slots + 1, sizeof(bool));
+  if (freed) mark_freed(p, freed);
+  return freed;
+}
+
+/* Event e makes a .grad of the model that the step never frees (autograd's, in backward). */
+static bool makes_grad(const mb_plan *p, const mb_event_rec *e, const bool *freed) {
+  const mb_slot *sl = &p->slots[e->slot];
+  return e->alloc && !e->model && !freed[e->slot] && sl->category == MB_CAT_GRADIENT && sl->rule == MB_SZ_VALUE &&
+         e->phase == MB_PHASE_BACKWARD;
+}
+
 /* kept: where the all-gather output goes (freed by the caller), or NULL to free it after the
  * copy-out. On the CPU, gloo's all-gather copies through a temporary of the output's size
  * (AsyncAllgatherWork's newLikeFlat; docs/distributed-truth.md), one at a time. */
@@ -250,22 +273,19 @@ static int ddp_view_grads(mb_builder *b, weave *w) {
   mb_plan *p = b->p;
   const mb_graph *g = b->ms[0].g;
   int32_t *done = malloc(((size_t)g->n_values + 1) * sizeof(int32_t)); /* last backward event of a reader */
-  bool *freed = calloc((size_t)p->n_slots + 1, sizeof(bool));
-  int rc = done && freed ? MB_OK : mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  bool *freed = freed_by_step(p);
+  int rc = done && freed ? MB_OK : nomem(b);
   for (int32_t v = 0; v < g->n_values && rc == MB_OK; v++) done[v] = -1;
   for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++) {
     const mb_event_rec *e = &p->ev[i];
-    if (!e->alloc) freed[e->slot] = true;
     if (e->phase != MB_PHASE_BACKWARD || e->model || e->node < 0 || e->node >= g->n_nodes) continue;
     for (int32_t k = 0; k < g->nodes[e->node].n_inputs; k++)
       if (g->nodes[e->node].inputs[k] >= 0) done[g->nodes[e->node].inputs[k]] = i;
   }
   for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++) {
     const mb_event_rec *e = &p->ev[i];
+    if (!makes_grad(p, e, freed)) continue;
     const mb_slot *sl = &p->slots[e->slot];
-    if (!e->alloc || e->model || freed[e->slot] || sl->category != MB_CAT_GRADIENT || sl->rule != MB_SZ_VALUE ||
-        e->phase != MB_PHASE_BACKWARD)
-      continue;
     int32_t at = sl->ref >= 0 && sl->ref < g->n_values && done[sl->ref] > i ? done[sl->ref] : i;
     rc = add(b, w, 2 * (int64_t)at + 1, 0, MB_PHASE_BACKWARD, e->slot);
   }
@@ -308,21 +328,21 @@ int mb_dist_fsdp_events(mb_builder *b) {
   u.name = mb_arena_array(&b->a, (size_t)u.cap, sizeof(char *));
   int32_t *node_unit = mb_arena_array(&b->a, (size_t)g->n_nodes + 1, sizeof(int32_t));
   int32_t *value_unit = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(int32_t));
-  if (!u.name || !node_unit || !value_unit) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  if (!u.name || !node_unit || !value_unit) return nomem(b);
   u.name[u.n++] = "";
   for (int32_t k = 0; k < g->n_nodes; k++)
-    if ((node_unit[k] = unit_of_node(b, &u, &g->nodes[k])) < 0) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+    if ((node_unit[k] = unit_of_node(b, &u, &g->nodes[k])) < 0) return nomem(b);
   u.bytes = mb_arena_array(&b->a, (size_t)u.cap, sizeof(uint64_t));
   u.shard = mb_arena_array(&b->a, (size_t)u.cap, sizeof(uint64_t));
   u.grad_shard = mb_arena_array(&b->a, (size_t)u.cap, sizeof(uint64_t));
-  if (!u.bytes || !u.shard || !u.grad_shard) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  if (!u.bytes || !u.shard || !u.grad_shard) return nomem(b);
   for (int32_t v = 0; v < g->n_values; v++) {
     value_unit[v] = -1;
     int32_t s = g->values[v].kind == MB_VALUE_INITIALIZER ? ms->slot_of[v] : -1;
     if (s < 0 || p->slots[s].rule != MB_SZ_FIXED ||
         (p->slots[s].category != MB_CAT_PARAMETER && p->slots[s].category != MB_CAT_EMBEDDING))
       continue;
-    if ((value_unit[v] = unit_of_param(b, &u, v, node_unit)) < 0) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+    if ((value_unit[v] = unit_of_param(b, &u, v, node_unit)) < 0) return nomem(b);
     const mb_const_tensor *ct = &g->inits[g->values[v].initializer];
     if (zero3 && (int64_t)ct->numel <= o->persistence_threshold) { /* never partitioned */
       value_unit[v] = -1;
@@ -337,7 +357,7 @@ int mb_dist_fsdp_events(mb_builder *b) {
   }
   /* where each unit runs: its first and last forward and backward events */
   int32_t *first = mb_arena_array(&b->a, (size_t)u.n * 4, sizeof(int32_t));
-  if (!first) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  if (!first) return nomem(b);
   int32_t *last = first + u.n, *bfirst = first + 2 * u.n, *blast = first + 3 * u.n;
   for (int32_t i = 0; i < 4 * u.n; i++) first[i] = -1;
   int32_t fwd0 = -1, bwd_end = -1;
@@ -362,7 +382,7 @@ int mb_dist_fsdp_events(mb_builder *b) {
   /* backward order of the units: by their first backward event */
   int32_t *order = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));
   int32_t n_order = 0;
-  if (!order) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  if (!order) return nomem(b);
   for (int32_t k = o->reshard_root && reshard ? 0 : 1; k < u.n; k++)
     if (bfirst[k] >= 0 && u.bytes[k]) order[n_order++] = k;
   for (int32_t i = 1; i < n_order; i++) /* insertion sort: tens of units */
@@ -376,7 +396,7 @@ int mb_dist_fsdp_events(mb_builder *b) {
    * the last one until forward ends */
   int32_t *fkey = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));
   int32_t *forder = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));
-  if (!fkey || !forder) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  if (!fkey || !forder) return nomem(b);
   int32_t fwd_end = fwd0;
   for (int32_t i = 0; i < p->n_ev; i++)
     if (p->ev[i].phase == MB_PHASE_FORWARD) fwd_end = i;
@@ -388,7 +408,7 @@ int mb_dist_fsdp_events(mb_builder *b) {
     int32_t full = gather(b, &w, at, MB_PHASE_FORWARD, &u, k, k ? "FSDP unsharded parameters" : "FSDP unsharded parameters (root)",
                           zero3 ? NULL : &out);
     if (full < 0) {
-      rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
+      rc = nomem(b);
       break;
     }
     if (held >= 0) rc = add(b, &w, at, 0, MB_PHASE_FORWARD, held);
@@ -410,7 +430,7 @@ int mb_dist_fsdp_events(mb_builder *b) {
     if (first[k] < 0) continue;
     int32_t again = gather(b, &w, 2 * (int64_t)at, MB_PHASE_BACKWARD, &u, k, "FSDP unsharded parameters (backward)", NULL);
     if (again < 0) {
-      rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
+      rc = nomem(b);
       break;
     }
     rc = add(b, &w, 2 * (int64_t)blast[k] + 1, 0, MB_PHASE_BACKWARD, again);
@@ -419,13 +439,12 @@ int mb_dist_fsdp_events(mb_builder *b) {
    * copied into one input, freed, the sharded .grad allocated */
   int32_t *grad_at = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));
   bool *freed = mb_arena_array(&b->a, (size_t)p->n_slots + 1, sizeof(bool)); /* by the step itself */
-  if ((!grad_at || !freed) && rc == MB_OK) rc = mb_fail(b->d, MB_E_NOMEM, "out of memory");
-  for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++)
-    if (!p->ev[i].alloc) freed[p->ev[i].slot] = true;
+  if ((!grad_at || !freed) && rc == MB_OK) rc = nomem(b);
+  if (rc == MB_OK) mark_freed(p, freed);
   /* in backward order; each reduce-scatter input is kept until the next unit's reduce-scatter
    * has been waited on (FSDPParamGroup's reduce_scatter_states), the last one until backward ends */
   int32_t *rorder = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t)), n_rs = 0, rs_held = -1;
-  if (!rorder && rc == MB_OK) rc = mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  if (!rorder && rc == MB_OK) rc = nomem(b);
   for (int32_t k = 0; k < u.n && rc == MB_OK; k++)
     grad_at[k] = !u.grad_shard[k] || zero3 ? -1 : k == 0 || blast[k] < 0 ? bwd_end : blast[k];
   if (rc == MB_OK) n_rs = order_by(grad_at, u.n, rorder);
@@ -434,22 +453,21 @@ int mb_dist_fsdp_events(mb_builder *b) {
     int64_t pos = 2 * (int64_t)grad_at[k] + 1;
     int32_t in = fixed_slot(b, MB_CAT_TEMPORARY, u.grad_shard[k] * (uint64_t)shards, "FSDP reduce-scatter input");
     if (in < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, in)) {
-      rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
+      rc = nomem(b);
       break;
     }
     /* gloo's reduce_scatter_tensor_coalesced clones its whole input on the CPU */
     int32_t clone = b->step->cpu && o->world_size > 1 ? fixed_slot(b, MB_CAT_TEMPORARY, u.grad_shard[k] * (uint64_t)shards,
                                               "gloo reduce-scatter clone") : -2;
     if (clone == -1 || (clone >= 0 && add(b, &w, pos, 1, MB_PHASE_BACKWARD, clone))) {
-      rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
+      rc = nomem(b);
       break;
     }
     /* the unit's unsharded .grad tensors go (each at the latest after it was made) */
     for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++) {
       const mb_event_rec *e = &p->ev[i];
+      if (!makes_grad(p, e, freed)) continue;
       const mb_slot *sl = &p->slots[e->slot];
-      if (!e->alloc || e->model || freed[e->slot] || sl->category != MB_CAT_GRADIENT || sl->rule != MB_SZ_VALUE)
-        continue;
       /* a weight's .grad names the weight, or the view backward produced it for (a transposed
        * Conv1D weight): then the unit of the node that made it */
       int32_t owner = sl->ref >= 0 && sl->ref < g->n_values && value_unit[sl->ref] >= 0 ? value_unit[sl->ref]
@@ -465,12 +483,12 @@ int mb_dist_fsdp_events(mb_builder *b) {
     if (shard < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, shard) ||
         (clone >= 0 && add(b, &w, pos, 0, MB_PHASE_BACKWARD, clone)) ||
         (rs_held >= 0 && add(b, &w, pos, 0, MB_PHASE_BACKWARD, rs_held))) {
-      rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
+      rc = nomem(b);
       break;
     }
     if (o->fsdp_version == 1) { /* FSDP1 frees the flat gradient after the collective */
       if (add(b, &w, pos, 0, MB_PHASE_BACKWARD, in)) {
-        rc = b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory");
+        rc = nomem(b);
         break;
       }
     } else {
@@ -492,20 +510,16 @@ static int zero_grads(mb_builder *b, weave *w) {
   const mb_dist_opts *o = &b->step->dist;
   mb_plan *p = b->p;
   const mb_model_state *ms = &b->ms[0];
-  bool *freed = calloc((size_t)p->n_slots + 1, sizeof(bool));
+  bool *freed = freed_by_step(p);
   int32_t *pending = malloc(((size_t)p->n_ev + 1) * sizeof(int32_t));
-  int rc = freed && pending ? MB_OK : mb_fail(b->d, MB_E_NOMEM, "out of memory");
-  for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++)
-    if (!p->ev[i].alloc) freed[p->ev[i].slot] = true;
+  int rc = freed && pending ? MB_OK : nomem(b);
   int32_t n_pending = 0, last_bwd = -1, last = p->n_ev - 1;
   int64_t filled = 0;
   for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++) {
     const mb_event_rec *e = &p->ev[i];
     if (e->phase == MB_PHASE_BACKWARD) last_bwd = i;
+    if (!makes_grad(p, e, freed)) continue;
     const mb_slot *sl = &p->slots[e->slot];
-    if (!e->alloc || e->model || freed[e->slot] || sl->category != MB_CAT_GRADIENT || sl->rule != MB_SZ_VALUE ||
-        e->phase != MB_PHASE_BACKWARD)
-      continue;
     pending[n_pending++] = e->slot;
     if (o->strategy == MB_STRATEGY_ZERO1) continue;
     const mb_tinfo *t = sl->ref >= 0 ? &ms->t[sl->ref] : NULL;
@@ -533,7 +547,7 @@ static int weave_in(mb_builder *b, weave *w) {
     int32_t n = p->n_ev + w->n;
     mb_event_rec *ev = malloc((size_t)n * sizeof *ev);
     if (!ev) {
-      rc = mb_fail(b->d, MB_E_NOMEM, "out of memory");
+      rc = nomem(b);
     } else {
       int32_t k = 0, j = 0;
       for (int32_t i = 0; i < p->n_ev; i++) {
