@@ -6,7 +6,7 @@
 
 #include "api/budget_doc.h"
 #include "budget/advice.h"
-#include "cuda/measure.h"
+#include "budget/measured.h"
 #include "util/strbuf.h"
 #include "util/versioned.h"
 

@@ -3,6 +3,7 @@
 #define MB_BUDGET_SETUP_H
 #include <stdbool.h>
 #include "graph/graph.h"
+#include "cuda/opts.h"
 #include "membudget/membudget.h"
 #include "shape/batching.h"
 #include "shape/inputs.h"
@@ -53,18 +54,6 @@ typedef struct mb_train {
   mb_dist_opts dist;         /* several GPUs: what one rank holds (setup_dist.c) */
 } mb_train;
 
-/* The libraries measured mode loads at run time (src/cuda), in load order. */
-enum mb_cuda_lib {
-  MB_CUDA_LIB_RUNTIME, MB_CUDA_LIB_DRIVER, MB_CUDA_LIB_NVML, MB_CUDA_LIB_CUBLAS,
-  MB_CUDA_LIB_CUBLASLT, MB_CUDA_LIB_CUDNN, MB_CUDA_LIB_COUNT
-};
-
-/* Where measured mode finds those libraries and which device it measures (setup_cuda.c).
- * lib[k]: NULL searches the usual names; "" does not load an optional library. */
-typedef struct mb_cuda_opts {
-  char *lib[MB_CUDA_LIB_COUNT];
-  int32_t device;
-} mb_cuda_opts;
 
 /* What mb_estimate_json reports beside the budget (setup keys by_module, module_depth, top,
  * advise, advise_trainable; setup_report.c). */
@@ -104,7 +93,6 @@ bool mb_setup_trains(const mb_setup *s, const char *name);
 int mb_setup_cuda_option(mb_setup *s, const char *key, const char *value, int *rc);
 void mb_setup_cuda_free(mb_setup *s);
 /* The setup key naming library k ("cuda_runtime", ...). */
-const char *mb_cuda_lib_key(int k);
 /* setup_graphs.c: the batching keys of mb_setup_set (per_sample, batch_unit, graph_sizes,
  * graph_quantile, graph_batches). Returns 1 and sets *rc when key is one of them, else 0. */
 int mb_setup_graphs_option(mb_setup *s, const char *key, const char *value, int *rc);

@@ -7,13 +7,6 @@
 
 #include "budget/setup.h"
 
-static const char *const keys[MB_CUDA_LIB_COUNT] = {
-  [MB_CUDA_LIB_RUNTIME] = "cuda_runtime",       [MB_CUDA_LIB_DRIVER] = "cuda_driver",
-  [MB_CUDA_LIB_NVML] = "nvml_library",          [MB_CUDA_LIB_CUBLAS] = "cublas_library",
-  [MB_CUDA_LIB_CUBLASLT] = "cublaslt_library",  [MB_CUDA_LIB_CUDNN] = "cudnn_library",
-};
-
-const char *mb_cuda_lib_key(int k) { return k >= 0 && k < MB_CUDA_LIB_COUNT ? keys[k] : "?"; }
 
 int mb_setup_cuda_option(mb_setup *s, const char *key, const char *value, int *rc) {
   if (!strcmp(key, "cuda_device")) {
@@ -29,7 +22,7 @@ int mb_setup_cuda_option(mb_setup *s, const char *key, const char *value, int *r
     return 1;
   }
   for (int k = 0; k < MB_CUDA_LIB_COUNT; k++) {
-    if (strcmp(key, keys[k])) continue;
+    if (strcmp(key, mb_cuda_lib_key(k))) continue;
     if (k == MB_CUDA_LIB_RUNTIME && !*value) {
       snprintf(s->errmsg, sizeof s->errmsg, "cuda_runtime: the CUDA runtime cannot be left out");
       *rc = MB_E_INVALID_ARG;

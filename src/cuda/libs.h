@@ -12,8 +12,9 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include "budget/setup.h"
 #include "cuda/abi.h"
+#include "cuda/opts.h"
+#include "membudget/membudget.h"
 #include "util/diag.h"
 
 typedef struct mb_cudart_fns {

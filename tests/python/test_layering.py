@@ -22,8 +22,8 @@ STAGES = [
     "shape",   # shape inference and its inputs (dims, batches of graphs)
     "sim",     # the step simulation: the step description, plan, events
     "alloc",   # the caching-allocator model
-    "budget",  # setup, accounting, estimate, reserved memory, advice, modules
-    "cuda",    # measured mode
+    "cuda",    # the CUDA device: libraries loaded at run time, memory pools, workspaces
+    "budget",  # setup, accounting, estimate, reserved memory, advice, modules, measured mode
     "api",     # public functions, JSON, pictures
     "cli",     # the command-line tool
 ]

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 
+#include "budget/setup.h"
 #include "cuda/device.h"
 #include "cuda/pool.h"
 #include "fake_cuda.h"

@@ -1,6 +1,6 @@
 /* One replay: the simulated step's allocation events at a batch size, run on the device. */
-#ifndef MB_CUDA_REPLAY_H
-#define MB_CUDA_REPLAY_H
+#ifndef MB_BUDGET_MEASURED_REPLAY_H
+#define MB_BUDGET_MEASURED_REPLAY_H
 #include "cuda/device.h"
 #include "sim/plan.h"
 

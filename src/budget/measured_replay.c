@@ -6,7 +6,7 @@
  * the device cannot hold falls back to the next algorithm's. GEMMs are served by the
  * persistent cuBLAS workspaces the plan already allocates (PyTorch shares them with cuBLASLt):
  * the heuristic is asked and its answer recorded, nothing more is allocated. */
-#include "cuda/replay.h"
+#include "budget/measured_replay.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* Measured mode: the session (libraries, device, context), replays at batch sizes with their
  * static figures beside them, the fixed and per-sample device memory, and the batch size that
  * fits the device's free memory now, by bisection over replays. */
-#include "cuda/measure.h"
+#include "budget/measured.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 #include "budget/estimate.h"
 #include "budget/step.h"
 #include "cuda/device.h"
-#include "cuda/replay.h"
+#include "budget/measured_replay.h"
 #include "util/versioned.h"
 
 #define WS_PRE_HOPPER 8519680u /* the cuBLAS workspace PyTorch uses below sm90 (budget/gpus.c) */

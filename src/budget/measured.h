@@ -1,7 +1,7 @@
-/* Measured mode for the api stage (src/api/measure_json.c). Built from src/cuda/measure.c
- * with the CUDA toolkit, from src/cuda/none.c without it (every call: MB_E_NO_CUDA). */
-#ifndef MB_CUDA_MEASURE_H
-#define MB_CUDA_MEASURE_H
+/* Measured mode for the api stage (src/api/measure_json.c). Built from src/budget/measured.c
+ * with the CUDA toolkit, from src/budget/measured_none.c without it (every call: MB_E_NO_CUDA). */
+#ifndef MB_BUDGET_MEASURED_H
+#define MB_BUDGET_MEASURED_H
 #include "budget/setup.h"
 #include "sim/plan.h"
 #include "util/diag.h"

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cuda/measure.h"
+#include "budget/measured.h"
 
 #define NO_CUDA "measured mode is not available: this libmembudget was built without CUDA support " \
                 "(the CUDA toolkit was not found, or MB_WITH_CUDA=OFF)"
