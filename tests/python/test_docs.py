@@ -1,5 +1,5 @@
 """The docs say what the code does: every relative link in README.md and docs/ points at a file
-that exists, and every `$ membudget ...` block of the user guide prints what the guide shows
+that exists, and every `$ membudget ...` block of the user guide and the README prints what they show
 (each line of the guide's block, whitespace aside, is in the command's real output; a line
 folded in the guide is two pieces of one output line; "..." stands for lines left out)."""
 import re
@@ -30,11 +30,12 @@ def test_relative_links_resolve(doc):
 
 
 def guide_blocks():
-    """(command, the lines shown under it) for each ``$ membudget`` block of docs/guide.md."""
-    text = (ROOT / "docs/guide.md").read_text(encoding="utf-8")
-    for block in re.findall(r"```\n(\$ membudget.*?)```", text, flags=re.S):
+    """(command, the lines shown under it) for each ``$ membudget`` block of docs/guide.md and
+    the README (``$ ./build/release/membudget`` there)."""
+    text = "".join((ROOT / name).read_text(encoding="utf-8") for name in ("docs/guide.md", "README.md"))
+    for block in re.findall(r"```\n\$ (?:\./build/release/)?(membudget.*?)```", text, flags=re.S):
         lines = block.splitlines()
-        cmd = [lines.pop(0)[2:]]
+        cmd = [lines.pop(0)]
         while cmd[-1].endswith("\\"):  # a command continued on the next line
             cmd[-1] = cmd[-1][:-1]
             cmd.append(lines.pop(0))
@@ -57,4 +58,4 @@ def test_guide_output_is_real(cli, tmp_path, command, shown):
         if line.strip() in ("", "..."):
             continue
         assert squash(line) in out, f"not in the output of `{command}`: {line!r}"
-    assert len(shown) > 3
+    assert out  # a block that shows only the command still has to run
