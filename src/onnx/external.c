@@ -58,7 +58,11 @@ static int check_on_disk(walk *w, const char *what, const char *tensor, const ch
   struct stat st;
   if (lstat(full, &st) != 0) return MB_OK; /* absent (or unreadable): a weightless model */
   char real[PATH_MAX];
-  if (!realpath(full, real)) return MB_OK; /* a dangling symlink: absent too */
+  if (!realpath(full, real)) { /* a dangling symlink (absent too), or a magic /proc link */
+    if (stat(full, &st) != 0) return MB_OK;
+    return refuse(w, what, tensor, loc, "resolves to something with no path (a /proc link to a "
+                  "pipe or socket?), outside the model's directory");
+  }
   if (!w->have_dir_real) {
     if (!realpath(w->dir, w->dir_real)) return MB_OK;
     w->have_dir_real = true;
