@@ -1,6 +1,6 @@
 /* The adversarial set's driver: every line of manifest.tsv is a model in models/ (made by
  * make_hostile.py), what to put beside it, the options, and the status and message membudget
- * must answer with, at load or at estimate.
+ * must answer with, at load, shape inference or estimate.
  *
  *   hostile MANIFEST MODELS_DIR
  *
@@ -104,8 +104,8 @@ static void remove_case_dir(const char *dir) {
   rmdir(dir);
 }
 
-/* Load (from the file, then from memory), then estimate at batch 1 on an 80 GiB device: the
- * first failure's status and message, and at which stage. */
+/* Load (from the file, or from memory), infer shapes, then estimate at batch 1 on an 80 GiB
+ * device: the first failure's status and message, and at which stage. */
 static int run(const char *path, const char *data, size_t size, int from_memory, mb_setup *setup,
                char *msg, size_t cap, const char **stage) {
   mb_model *m = NULL;
@@ -113,6 +113,13 @@ static int run(const char *path, const char *data, size_t size, int from_memory,
                        : mb_model_load_file_setup(path, setup, &m);
   *stage = "load";
   snprintf(msg, cap, "%s", rc ? mb_model_errmsg(m) : "");
+  if (rc == MB_OK) { /* shapes alone first: what fails there is said at that stage */
+    *stage = "shapes";
+    mb_shapes *sh = NULL;
+    rc = mb_infer_shapes(m, setup, &sh);
+    snprintf(msg, cap, "%s", rc ? mb_shapes_errmsg(sh) : "");
+    mb_shapes_free(sh);
+  }
   if (rc == MB_OK) {
     *stage = "estimate";
     mb_budget b;

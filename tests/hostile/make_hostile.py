@@ -142,6 +142,16 @@ def loop_trips(trips):
     return model(g)
 
 
+def constant_of_shape(dims):
+    """ConstantOfShape whose shape input is a constant declaring `dims` elements."""
+    nodes = [helper.make_node("Constant", [], ["shape"], name="shape",
+                              value=helper.make_tensor("shape", TensorProto.INT64, [len(dims)], dims)),
+             helper.make_node("ConstantOfShape", ["shape"], ["big"], name="fill"),
+             helper.make_node("Add", ["x", "big"], ["y"], name="add")]
+    g = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, ["batch", 1])], [vi("y", TensorProto.FLOAT, None)])
+    return model(g)
+
+
 def loop_slice(trips):
     """Loop whose scan output is X[i:i+1]: one element in every iteration when unrolled (i is
     known), unknown in a single symbolic pass. limit.unroll below `trips` forces the latter."""
@@ -228,6 +238,7 @@ CASES = {
     "input-dims-product-overflow.onnx": lambda: huge_input_dims(["batch", 1 << 40, 1 << 40]),
     "loop-trips-int64-max.onnx": lambda: loop_trips(INT64_MAX),
     "packed-length-2e60.onnx": raw_huge_count_packed,
+    "constant-of-shape-2e62.onnx": lambda: constant_of_shape([1 << 31, 1 << 31]),
     "external-length-huge.onnx": lambda: matmul_with(_with_length(
         weightless_init("W", TensorProto.FLOAT, [4, 4], "w.bin"), "99999999999999999999999")),
     # data type codes out of range
