@@ -510,6 +510,7 @@ static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, 
   if (!g) return OOM();
   *out = g;
   g->name = dup_str(c, pg->name);
+  if (!g->name) return OOM(); /* or past limit.string_bytes: that failure is the one kept */
   g->parent = parent;
   g->depth = depth;
 
