@@ -67,3 +67,9 @@ def test_binding_estimate_unroll():
     model.estimate(gpu="a100-80gb", options={"limit.unroll": 16})
     with pytest.raises(membudget.MembudgetError, match="the limit unroll=15 was reached"):
         model.estimate(gpu="a100-80gb", options={"limit.unroll": 15})
+
+
+def test_binding_estimate_of_a_path_loads_under_its_limits(resnet_nodes):
+    with pytest.raises(membudget.LimitError, match=f"more than the limit nodes={resnet_nodes - 1}"):
+        membudget.estimate(RESNET, gpu="a100-80gb", options={"limit.nodes": resnet_nodes - 1})
+    assert membudget.estimate(RESNET, gpu="a100-80gb", options={"limit.nodes": resnet_nodes}).batch_size > 0
