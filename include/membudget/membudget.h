@@ -438,11 +438,37 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
  *   cuda_driver, nvml_library, cublas_library, cublaslt_library, cudnn_library
  *                     the same for libcuda, libnvidia-ml, libcublas, libcublasLt, libcudnn;
  *                     "" leaves that optional library out (its figures are then not measured)
+ * Limits on untrusted input (docs/limits.md: each default and why). Exceeding one fails with
+ * MB_E_LIMIT and a message naming the limit and its value; 0 restores the default. The first
+ * seven apply when a model is loaded with mb_model_load_file_setup / _buffer_setup, unroll
+ * when shapes are inferred (mb_infer_shapes, mb_estimate, ...):
+ *   limit.file_bytes     size of the model file or of what a pipe delivers    (default 4GiB)
+ *   limit.nodes          nodes in the model, subgraphs included              (default 1000000)
+ *   limit.tensors        tensors defined in the model (inputs, initializers,
+ *                        node outputs), subgraphs included                   (default 4000000)
+ *   limit.subgraph_depth If/Loop/Scan bodies nested in one another, at most 64   (default 32)
+ *   limit.rank           dims of a declared tensor, at most 64                    (default 64)
+ *   limit.attr_bytes     the values of one attribute (ints, floats, strings)  (default 16MiB)
+ *   limit.string_bytes   one name, op type, domain, dim name or data location  (default 1MiB)
+ *   limit.unroll         Loop body passes unrolled in one inference; a Loop past it is
+ *                        inferred once, and a failure there names the limit     (default 4096)
  * Unknown keys and bad values fail with MB_E_INVALID_ARG and a message naming them. */
 MB_API int mb_setup_set(mb_setup *setup, const char *key, const char *value);
 /* A frozen teacher model run forward without grad each step (distillation), or NULL. The
  * caller keeps it alive while the setup uses it. */
 MB_API int mb_setup_set_teacher(mb_setup *setup, const mb_model *teacher);
+
+/* mb_model_load_file / mb_model_load_buffer under the setup's limit.* keys (NULL: the
+ * defaults, which the plain functions use). Only the limits are read from the setup; the
+ * model does not keep it. Every file load (this one and mb_model_load_file) checks where each
+ * external-data location points, without opening it: a location that is absolute, climbs out with "..",
+ * resolves (through symlinks) outside the model's directory, or names something other than a
+ * regular file (a directory, FIFO, device or socket) fails with MB_E_INVALID_MODEL naming the
+ * tensor; a location that does not exist is a weightless model, as before. A buffer load
+ * checks the first two (it has no directory). */
+MB_API int mb_model_load_file_setup(const char *path, const mb_setup *setup, mb_model **out);
+MB_API int mb_model_load_buffer_setup(const void *data, size_t size, const mb_setup *setup,
+                                      mb_model **out);
 
 /* ---------------------------------------------------------------- batches of graphs
  * A graph neural network trains on batches of small graphs: PyTorch Geometric concatenates G

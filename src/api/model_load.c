@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget/setup.h"
 #include "graph/graph.h"
+#include "onnx/external.h"
 #include "onnx/load.h"
 #include "passes/assemble.h"
 
@@ -36,20 +38,34 @@ static int finish(struct mb_model *m, mb_diag *d, const char *prefix) {
   return d->status;
 }
 
-MB_API int mb_model_load_buffer(const void *data, size_t size, mb_model **out) {
+/* The limits a load runs under: the setup's limit.* keys, or the defaults. */
+static struct mb_model *model_for(const mb_setup *setup) {
+  struct mb_model *m = model_new();
+  if (m && setup) m->limits = setup->limits;
+  return m;
+}
+
+MB_API int mb_model_load_buffer_setup(const void *data, size_t size, const mb_setup *setup,
+                                      mb_model **out) {
   if (!out) return MB_E_INVALID_ARG;
-  struct mb_model *m = *out = model_new();
+  struct mb_model *m = *out = model_for(setup);
   if (!m) return MB_E_NOMEM;
   mb_diag d;
   mb_diag_init(&d);
   if (!data && size) mb_fail(&d, MB_E_INVALID_ARG, "NULL buffer");
-  else if (mb_onnx_read_buffer(m, data, size, &d) == MB_OK) mb_model_assemble(m, &d);
+  else if (mb_onnx_read_buffer(m, data, size, &d) == MB_OK &&
+           mb_onnx_check_external(m, NULL, &d) == MB_OK)
+    mb_model_assemble(m, &d);
   return finish(m, &d, "");
 }
 
-MB_API int mb_model_load_file(const char *path, mb_model **out) {
+MB_API int mb_model_load_buffer(const void *data, size_t size, mb_model **out) {
+  return mb_model_load_buffer_setup(data, size, NULL, out);
+}
+
+MB_API int mb_model_load_file_setup(const char *path, const mb_setup *setup, mb_model **out) {
   if (!out) return MB_E_INVALID_ARG;
-  struct mb_model *m = *out = model_new();
+  struct mb_model *m = *out = model_for(setup);
   if (!m) return MB_E_NOMEM;
   mb_diag d;
   mb_diag_init(&d);
@@ -57,8 +73,13 @@ MB_API int mb_model_load_file(const char *path, mb_model **out) {
     mb_fail(&d, MB_E_INVALID_ARG, "NULL path");
     return finish(m, &d, "");
   }
-  if (mb_onnx_read_file(m, path, &d) == MB_OK) mb_model_assemble(m, &d);
+  if (mb_onnx_read_file(m, path, &d) == MB_OK && mb_onnx_check_external(m, path, &d) == MB_OK)
+    mb_model_assemble(m, &d);
   return finish(m, &d, path);
+}
+
+MB_API int mb_model_load_file(const char *path, mb_model **out) {
+  return mb_model_load_file_setup(path, NULL, out);
 }
 
 MB_API void mb_model_free(mb_model *m) {

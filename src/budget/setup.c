@@ -363,7 +363,7 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
     if (rc == MB_OK) t->reserved_model = MB_RESERVED_ALLOWANCE; /* the allowance is what it sizes */
   } else if (!mb_setup_cuda_option(s, key, value, &rc) && !mb_setup_graphs_option(s, key, value, &rc) &&
              !mb_setup_report_option(s, key, value, &rc) && !mb_setup_eval_option(s, key, value, &rc) &&
-             !mb_setup_dist_option(s, key, value, &rc)) {
+             !mb_setup_dist_option(s, key, value, &rc) && !mb_setup_limits_option(s, key, value, &rc)) {
     snprintf(s->errmsg, sizeof s->errmsg, "unknown setup option '%s'", key);
     return MB_E_INVALID_ARG;
   }

@@ -84,6 +84,7 @@ struct mb_setup {
   mb_batching batching; /* batches of graphs: per-sample dims, graph sizes (setup_graphs.c) */
   char errmsg[1536];
   mb_report_opts report;
+  mb_limits limits;     /* the limit.* keys (setup_limits.c); zero: the defaults */
 };
 
 /* Whether a parameter or embedding called `name` trains under s (NULL: everything trains). */
@@ -121,6 +122,9 @@ const char *mb_setup_batch_unit(const mb_setup *s);
 /* setup_report.c: the report keys of mb_setup_set (by_module, module_depth, top, advise,
  * advise_trainable). Returns 1 and sets *rc when key is one of them, else 0. */
 int mb_setup_report_option(mb_setup *s, const char *key, const char *value, int *rc);
+/* setup_limits.c: the limit.NAME keys (util/limits.h). Returns 1 and sets *rc when key is one
+ * of them, else 0. */
+int mb_setup_limits_option(mb_setup *s, const char *key, const char *value, int *rc);
 void mb_setup_report_free(mb_setup *s);
 /* The tensor bound to graph input k, or NULL. */
 const mb_const_tensor *mb_setup_bound_input(const mb_setup *s, size_t k);

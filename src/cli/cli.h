@@ -17,8 +17,10 @@ int mb_cmd_sweep(int argc, char **argv);
 #include "membudget/membudget.h"
 /* --dim NAME=VALUE into setup; returns an exit code. */
 int mb_cli_parse_dim(mb_setup *setup, const char *arg);
+/* --limit NAME=VALUE into setup as limit.NAME (docs/limits.md); returns an exit code. */
+int mb_cli_parse_limit(mb_setup *setup, const char *arg);
 /* The setup flags several commands share, selected by `which` (MB_CLI_TRAINABILITY: --freeze,
- * --trainable; MB_CLI_DIMS: --batch, --batch-dim, --dim). If argv[*i] is one of them, applies
+ * --trainable; MB_CLI_DIMS: --batch, --batch-dim, --dim; always: --limit). If argv[*i] is one of them, applies
  * it (advancing *i past its value), sets *rc (exit code) and returns 1; else returns 0. */
 enum { MB_CLI_TRAINABILITY = 1, MB_CLI_DIMS = 2 };
 int mb_cli_setup_flag(mb_setup *setup, int which, int argc, char **argv, int *i, int *rc);

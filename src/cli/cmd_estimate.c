@@ -310,10 +310,10 @@ int mb_cmd_estimate(int argc, char **argv) {
   mb_budget b = {.struct_size = sizeof b};
   char *doc = NULL;
   int st = MB_OK;
-  if (mb_model_load_file(path, &m) != MB_OK) {
+  if (mb_model_load_file_setup(path, setup, &m) != MB_OK) {
     fprintf(stderr, "membudget: %s\n", mb_model_errmsg(m));
     rc = MB_EXIT_INPUT;
-  } else if (teacher_path && mb_model_load_file(teacher_path, &teacher) != MB_OK) {
+  } else if (teacher_path && mb_model_load_file_setup(teacher_path, setup, &teacher) != MB_OK) {
     fprintf(stderr, "membudget: teacher: %s\n", mb_model_errmsg(teacher));
     rc = MB_EXIT_INPUT;
   } else if (measured && (rc = mb_cli_measure_open(setup, &meas)) != MB_EXIT_OK) {

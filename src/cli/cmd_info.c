@@ -163,7 +163,7 @@ int mb_cmd_info(int argc, char **argv) {
   }
 
   mb_model *m = NULL;
-  if (mb_model_load_file(path, &m) != MB_OK) {
+  if (mb_model_load_file_setup(path, setup, &m) != MB_OK) {
     fprintf(stderr, "membudget: %s\n", mb_model_errmsg(m));
     mb_model_free(m);
     mb_setup_free(setup);

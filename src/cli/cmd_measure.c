@@ -151,7 +151,7 @@ int mb_cmd_measure(int argc, char **argv) {
   if (!r) {
     fprintf(stderr, "membudget: out of memory\n");
     rc = MB_EXIT_INPUT;
-  } else if (mb_model_load_file(path, &m) != MB_OK) {
+  } else if (mb_model_load_file_setup(path, setup, &m) != MB_OK) {
     fprintf(stderr, "membudget: %s\n", mb_model_errmsg(m));
     rc = MB_EXIT_INPUT;
   } else if ((rc = mb_cli_measure_open(setup, &meas)) != MB_EXIT_OK) {

@@ -39,6 +39,15 @@ static const char *graph_flag(const char *flag) {
   return NULL;
 }
 
+int mb_cli_parse_limit(mb_setup *setup, const char *arg) {
+  const char *eq = strchr(arg, '=');
+  char key[96];
+  if (!eq || eq == arg || (size_t)(eq - arg) + 7 > sizeof key) return mb_cli_usage_error("--limit needs NAME=VALUE, not '%s'", arg);
+  snprintf(key, sizeof key, "limit.%.*s", (int)(eq - arg), arg);
+  if (mb_setup_set(setup, key, eq + 1) != MB_OK) return mb_cli_usage_error("--limit: %s", mb_setup_errmsg(setup));
+  return MB_EXIT_OK;
+}
+
 int mb_cli_setup_flag(mb_setup *setup, int which, int argc, char **argv, int *i, int *rc) {
   const char *a = argv[*i], *value = *i + 1 < argc ? argv[*i + 1] : NULL;
   if ((which & MB_CLI_TRAINABILITY) && (!strcmp(a, "--freeze") || !strcmp(a, "--trainable"))) {
@@ -60,6 +69,8 @@ int mb_cli_setup_flag(mb_setup *setup, int which, int argc, char **argv, int *i,
       fprintf(stderr, "membudget: %s\n", mb_setup_errmsg(setup));
       *rc = MB_EXIT_INPUT;
     }
+  } else if (!strcmp(a, "--limit")) { /* every command that loads: limit.NAME */
+    *rc = value ? mb_cli_parse_limit(setup, value) : mb_cli_usage_error("--limit needs NAME=VALUE");
   } else if ((which & MB_CLI_DIMS) && graph_flag(a)) {
     if (!value) *rc = mb_cli_usage_error("%s needs a value", a);
     else if (mb_setup_set(setup, graph_flag(a), value) != MB_OK)
@@ -105,7 +116,7 @@ int mb_cmd_shapes(int argc, char **argv) {
   if (rc != MB_EXIT_OK) { mb_setup_free(setup); return rc; }
   mb_model *m = NULL;
   mb_shapes *sh = NULL;
-  if (mb_model_load_file(path, &m) != MB_OK) {
+  if (mb_model_load_file_setup(path, setup, &m) != MB_OK) {
     fprintf(stderr, "membudget: %s\n", mb_model_errmsg(m));
     rc = MB_EXIT_INPUT;
   } else if (mb_infer_shapes(m, setup, &sh) != MB_OK) {

@@ -180,10 +180,10 @@ int mb_cmd_sweep(int argc, char **argv) {
   mb_model *m = NULL, *teacher = NULL;
   mb_sweep *w = NULL;
   if (rc == MB_EXIT_OK) {
-    if (mb_model_load_file(path, &m) != MB_OK) {
+    if (mb_model_load_file_setup(path, setup, &m) != MB_OK) {
       fprintf(stderr, "membudget: %s\n", mb_model_errmsg(m));
       rc = MB_EXIT_INPUT;
-    } else if (teacher_path && mb_model_load_file(teacher_path, &teacher) != MB_OK) {
+    } else if (teacher_path && mb_model_load_file_setup(teacher_path, setup, &teacher) != MB_OK) {
       fprintf(stderr, "membudget: teacher: %s\n", mb_model_errmsg(teacher));
       rc = MB_EXIT_INPUT;
     } else if (mb_setup_set_teacher(setup, teacher),

@@ -9,10 +9,12 @@
 
 #include "membudget/membudget.h"
 #include "util/arena.h"
+#include "util/limits.h"
 
-/* Limits on untrusted input (each a clear error, never a crash). */
+/* Fixed bounds on untrusted input (each a clear error, never a crash). The limits a caller
+ * can change (rank, subgraph depth, ...) are util/limits.h's; MB_MAX_RANK is the ceiling of
+ * limit.rank, the size of the dims arrays shape inference keeps on the stack. */
 #define MB_MAX_RANK 64
-#define MB_MAX_GRAPH_DEPTH 32           /* If/Loop/Scan nesting */
 #define MB_MAX_SEQUENCE 65536           /* tensors in one ONNX sequence value */
 #define MB_MAX_TENSOR_BYTES (1ull << 50) /* 1 PiB: anything larger is an absurd declaration */
 /* Numeric tensors up to this many elements carry their values for shape inference; stored
@@ -180,6 +182,7 @@ struct mb_model {
   const char **warnings;
   int32_t n_inference_signs;
   mb_inference_sign *inference_signs;
+  mb_limits limits;         /* what the load was allowed (the setup's limit.* keys) */
 };
 
 /* A node's subgraphs (If branches, Loop/Scan bodies): the GRAPH attributes and every entry

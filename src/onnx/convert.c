@@ -2,6 +2,7 @@
  * checked here; nothing downstream has to distrust the IR. */
 #include "onnx/convert.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,6 +21,8 @@ typedef struct conv {
   const char **warnings;
   int32_t n_warnings, cap_warnings;
   mb_interner *origins; /* module paths and FX strings shared by many nodes */
+  const mb_limits *limits; /* the load's limits (util/limits.h); NULL: the defaults */
+  uint64_t n_nodes, n_tensors; /* so far, over every graph: what limit.nodes/tensors bound */
 } conv;
 
 #define ARENA (c->arena)
@@ -48,7 +51,17 @@ static int warn(conv *c, const char *fmt, ...) {
   return MB_OK;
 }
 
-static const char *dup_str(conv *c, const char *s) { return mb_arena_strdup(ARENA, s ? s : ""); }
+/* Every name, op type, domain, dim name and location goes through here: limit.string_bytes. */
+static const char *dup_str(conv *c, const char *s) {
+  size_t n = s ? strlen(s) : 0;
+  if (n > mb_limit(c->limits, MB_LIMIT_STRING_BYTES)) {
+    char what[96];
+    snprintf(what, sizeof what, "a name or string starting '%.32s'", s);
+    mb_limit_fail(c->d, c->limits, MB_LIMIT_STRING_BYTES, what, n);
+    return NULL; /* callers report out of memory, but the first failure is the one kept */
+  }
+  return mb_arena_strdup(ARENA, s ? s : "");
+}
 
 /* ------------------------------------------------------------------ tensors */
 
@@ -163,9 +176,11 @@ static uint64_t dropped_bytes(const Onnx__TensorProto *t, uint32_t field, bool *
 static int tensor_shape(conv *c, int32_t dtype, const int64_t *dims, size_t n_dims,
                         const char *what, mb_const_tensor *ct) {
   const char *name = ct->name;
-  if (n_dims > MB_MAX_RANK)
-    return mb_fail(c->d, MB_E_LIMIT, "%s '%s' has rank %zu, more than the limit of %d", what,
-                   name, n_dims, MB_MAX_RANK);
+  if (n_dims > mb_limit(c->limits, MB_LIMIT_RANK)) {
+    char who[300];
+    snprintf(who, sizeof who, "%s '%s'", what, name);
+    return mb_limit_fail(c->d, c->limits, MB_LIMIT_RANK, who, n_dims);
+  }
   ct->dtype = dtype;
   if (ct->dtype <= 0 || !strcmp(mb_dtype_name(ct->dtype), "unknown"))
     return mb_fail(c->d, MB_E_UNSUPPORTED, "%s '%s' has unknown data type %d", what, name,
@@ -226,11 +241,13 @@ static int tensor_data(conv *c, const Onnx__TensorProto *t, const char *what, mb
         if (!ct->external_file) return OOM();
       } else if (!strcmp(e->key, "length") && e->value && ct->dtype != MB_DTYPE_STRING) {
         char *endp = NULL;
+        errno = 0;
         unsigned long long len = strtoull(e->value, &endp, 10);
-        if (endp && *endp == '\0' && *e->value && len != ct->nbytes)
+        bool number = endp && *endp == '\0' && *e->value && *e->value != '-';
+        if (number && (errno == ERANGE || len != ct->nbytes)) /* the text, not a clamped value */
           return mb_fail(c->d, MB_E_INVALID_MODEL,
-                         "%s '%s': external data length %llu does not match its dims and type "
-                         "(%llu bytes)", what, name, len, (unsigned long long)ct->nbytes);
+                         "%s '%s': external data length %.40s does not match its dims and type "
+                         "(%llu bytes)", what, name, e->value, (unsigned long long)ct->nbytes);
       }
     }
     if (!ct->external_file)
@@ -290,11 +307,16 @@ static int convert_type(conv *c, const Onnx__TypeProto *tp, const char *name, mb
     return MB_OK; /* sequences, maps, optionals: no tensor type to record */
   const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
   ty->dtype = tt->has_elem_type ? tt->elem_type : 0;
+  if (ty->dtype != 0 && (ty->dtype < 0 || !strcmp(mb_dtype_name(ty->dtype), "unknown")))
+    return mb_fail(c->d, MB_E_UNSUPPORTED, "tensor '%s' declares unknown data type %d", name,
+                   (int)ty->dtype);
   if (!tt->shape) return MB_OK;
   size_t r = tt->shape->n_dim;
-  if (r > MB_MAX_RANK)
-    return mb_fail(c->d, MB_E_LIMIT, "tensor '%s' has rank %zu, more than the limit of %d", name,
-                   r, MB_MAX_RANK);
+  if (r > mb_limit(c->limits, MB_LIMIT_RANK)) {
+    char who[300];
+    snprintf(who, sizeof who, "tensor '%s'", name);
+    return mb_limit_fail(c->d, c->limits, MB_LIMIT_RANK, who, r);
+  }
   ty->rank = (int32_t)r;
   ty->dims = mb_arena_array(ARENA, r ? r : 1, sizeof(int64_t));
   ty->dim_params = mb_arena_array(ARENA, r ? r : 1, sizeof(char *));
@@ -450,14 +472,45 @@ static int resolve_input(conv *c, scope *s, const char *name, const mb_node *con
   return add_value(c, s, nm, MB_VALUE_OUTER, out, NULL);
 }
 
+/* limit.nodes and limit.tensors count every graph of the model, before anything is built. */
+static int count_graph(conv *c, const Onnx__GraphProto *pg, const char *name) {
+  uint64_t defined = (uint64_t)pg->n_input + pg->n_initializer + pg->n_sparse_initializer;
+  for (size_t k = 0; k < pg->n_node; k++)
+    if (pg->node[k]) defined += pg->node[k]->n_output;
+  c->n_nodes += pg->n_node;
+  c->n_tensors += defined;
+  char who[300];
+  snprintf(who, sizeof who, "the model, counted up to graph '%.200s'", name);
+  int rc = mb_limit_check(c->d, c->limits, MB_LIMIT_NODES, who, c->n_nodes);
+  return rc ? rc : mb_limit_check(c->d, c->limits, MB_LIMIT_TENSORS, who, c->n_tensors);
+}
+
+/* limit.attr_bytes: the values one attribute holds in memory (a tensor attribute's payload is
+ * not counted: it is never kept). */
+static int check_attr_size(conv *c, const Onnx__AttributeProto *pa, const mb_node *n) {
+  uint64_t bytes = (uint64_t)pa->n_ints * sizeof(int64_t) + (uint64_t)pa->n_floats * sizeof(float) +
+                   (pa->has_s ? pa->s.len : 0);
+  for (size_t k = 0; k < pa->n_strings; k++) bytes += pa->strings[k].len;
+  if (bytes <= mb_limit(c->limits, MB_LIMIT_ATTR_BYTES)) return MB_OK;
+  char who[400];
+  snprintf(who, sizeof who, "attribute '%.100s' of node '%.100s' (%.60s)", pa->name ? pa->name : "",
+           n->name, n->op_type);
+  return mb_limit_fail(c->d, c->limits, MB_LIMIT_ATTR_BYTES, who, bytes);
+}
+
 static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, int depth,
                          mb_graph **out) {
-  if (depth > MB_MAX_GRAPH_DEPTH)
-    return mb_fail(c->d, MB_E_LIMIT, "subgraphs nested deeper than %d", MB_MAX_GRAPH_DEPTH);
+  if (depth > 0 && (uint64_t)depth > mb_limit(c->limits, MB_LIMIT_SUBGRAPH_DEPTH)) {
+    char who[300];
+    snprintf(who, sizeof who, "subgraph '%.120s' nested in '%.120s'", pg->name ? pg->name : "",
+             parent && parent->name ? parent->name : "");
+    return mb_limit_fail(c->d, c->limits, MB_LIMIT_SUBGRAPH_DEPTH, who, (uint64_t)depth);
+  }
   mb_graph *g = mb_arena_alloc(ARENA, sizeof *g);
   if (!g) return OOM();
   *out = g;
   g->name = dup_str(c, pg->name);
+  if (!g->name) return OOM(); /* or past limit.string_bytes: that failure is the one kept */
   g->parent = parent;
   g->depth = depth;
 
@@ -470,6 +523,8 @@ static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, 
     return mb_fail(c->d, MB_E_LIMIT, "graph '%s' has too many tensors", g->name);
   if (pg->n_node > INT32_MAX / 2)
     return mb_fail(c->d, MB_E_LIMIT, "graph '%s' has too many nodes", g->name);
+  int rc = count_graph(c, pg, g->name);
+  if (rc) return rc;
 
   scope s = {g, {0}, (int32_t)cap};
   g->values = mb_arena_array(ARENA, cap ? cap : 1, sizeof(mb_value));
@@ -480,7 +535,6 @@ static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, 
   g->outputs = mb_arena_array(ARENA, pg->n_output + 1, sizeof(int32_t));
   if (!g->values || !g->inits || !g->nodes || !g->inputs || !g->outputs) return OOM();
   if (mb_strmap_init(&s.names, (size_t)cap) != 0) return OOM();
-  int rc = MB_OK;
 
   /* Initializers, dense then sparse. */
   size_t n_init = pg->n_initializer + pg->n_sparse_initializer;
@@ -560,6 +614,7 @@ static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, 
     mb_node *n = &g->nodes[k];
     for (size_t a = 0; a < pn->n_attribute && rc == MB_OK; a++) {
       if (!pn->attribute[a]) continue;
+      if ((rc = check_attr_size(c, pn->attribute[a], n))) break;
       rc = convert_attr(c, pn->attribute[a], g, depth, &n->attrs[n->n_attrs++]);
     }
     for (size_t i = 0; i < pn->n_input && rc == MB_OK; i++) {
@@ -605,7 +660,7 @@ static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, 
 
 int mb_convert_tensor(const Onnx__TensorProto *t, mb_arena *arena, mb_const_tensor *out,
                       mb_diag *d) {
-  conv cc = {arena, d, NULL, 0, 0, NULL};
+  conv cc = {arena, d, NULL, 0, 0, NULL, NULL, 0, 0};
   memset(out, 0, sizeof *out);
   return convert_dense(&cc, t, "tensor", out);
 }
@@ -615,7 +670,7 @@ static int convert_model(conv *c, const Onnx__ModelProto *pm, struct mb_model *m
 int mb_convert_model(const Onnx__ModelProto *pm, struct mb_model *m, mb_diag *d) {
   mb_interner origins;
   if (mb_interner_init(&origins, &m->arena) != MB_OK) return mb_fail(d, MB_E_NOMEM, "out of memory");
-  conv cc = {&m->arena, d, NULL, 0, 0, &origins};
+  conv cc = {&m->arena, d, NULL, 0, 0, &origins, &m->limits, 0, 0};
   conv *c = &cc;
   int rc = convert_model(c, pm, m);
   mb_interner_free(&origins);

@@ -12,6 +12,7 @@
 
 #include "graph/check.h"
 #include "onnx/convert.h"
+#include "onnx/external.h"
 #include "onnx/wire.h"
 
 int mb_onnx_read_buffer(struct mb_model *m, const uint8_t *data, size_t size, mb_diag *d) {
@@ -37,8 +38,11 @@ int mb_onnx_read_buffer(struct mb_model *m, const uint8_t *data, size_t size, mb
 }
 
 int mb_onnx_read_file(struct mb_model *m, const char *path, mb_diag *d) {
-  int fd = open(path, O_RDONLY);
   struct stat st;
+  /* A device or socket is refused before it is opened (opening one can block or act). */
+  if (stat(path, &st) == 0 && mb_external_not_a_file(st.st_mode) && !S_ISFIFO(st.st_mode))
+    return mb_fail(d, MB_E_IO, "is %s, not an ONNX file", mb_external_not_a_file(st.st_mode));
+  int fd = open(path, O_RDONLY);
   if (fd < 0) {
     mb_fail(d, MB_E_IO, "cannot open: %s", strerror(errno));
   } else if (fstat(fd, &st) != 0) {
@@ -49,6 +53,7 @@ int mb_onnx_read_file(struct mb_model *m, const char *path, mb_diag *d) {
     size_t size = (size_t)st.st_size;
     if ((off_t)size != st.st_size) {
       mb_fail(d, MB_E_LIMIT, "file too large for this platform");
+    } else if (mb_limit_check(d, &m->limits, MB_LIMIT_FILE_BYTES, "the model file", size)) {
     } else if (size == 0) {
       mb_fail(d, MB_E_PARSE, "empty file: not an ONNX model");
     } else {
@@ -63,7 +68,9 @@ int mb_onnx_read_file(struct mb_model *m, const char *path, mb_diag *d) {
         munmap(map, size);
       }
     }
-  } else { /* a pipe or device: read it whole */
+  } else if (!S_ISFIFO(st.st_mode)) {
+    mb_fail(d, MB_E_IO, "is %s, not an ONNX file", mb_external_not_a_file(st.st_mode));
+  } else { /* a pipe: read it whole, up to limit.file_bytes */
     mb_strbuf buf;
     mb_sb_init(&buf);
     for (;;) {
@@ -74,6 +81,7 @@ int mb_onnx_read_file(struct mb_model *m, const char *path, mb_diag *d) {
       if (r < 0) { mb_fail(d, MB_E_IO, "read error: %s", strerror(errno)); break; }
       if (r == 0) break;
       buf.len += (size_t)r;
+      if (mb_limit_check(d, &m->limits, MB_LIMIT_FILE_BYTES, "what the pipe delivered", buf.len)) break;
     }
     if (d->status == MB_OK) mb_onnx_read_buffer(m, (const uint8_t *)buf.data, buf.len, d);
     mb_sb_free(&buf);

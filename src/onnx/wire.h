@@ -14,11 +14,15 @@
 #include <stdint.h>
 
 #include "util/diag.h"
+#include "util/limits.h"
 #include "util/strbuf.h"
 
 #define MB_WIRE_KEEP_PAYLOAD 4096u
 #define MB_WIRE_DROPPED_BASE 536800000u /* < 2^29, far above any ONNX field number */
-#define MB_WIRE_MAX_DEPTH 100           /* nested messages */
+/* Nested messages: bounds the recursion. Each subgraph level is three messages (Graph, Node,
+ * Attribute) and a type nests a few more, so the deepest subgraph_depth a caller may allow
+ * (MB_LIMIT_DEPTH_CEILING) always meets limit.subgraph_depth, which names itself, first. */
+#define MB_WIRE_MAX_DEPTH (3 * MB_LIMIT_DEPTH_CEILING + 64)
 
 /* Validate data as a ModelProto and append the slim copy to out. MB_OK or MB_E_PARSE /
  * MB_E_LIMIT / MB_E_NOMEM with a message naming the message, field and byte offset. */

@@ -75,8 +75,10 @@ static int loop_op(mb_op_ctx *c) {
   int64_t iter_value = 0, cond_value = 1;
   mb_small_values iter_v = {1, false, &iter_value, NULL}, cond_v = {1, false, &cond_value, NULL};
   /* Unrolled nested Loops multiply: 1024 x 1024 x 1024 passes from a 317-byte model. */
-  bool unroll = trips >= 0 && trips <= MAX_UNROLLED && trips <= *c->unroll_budget;
-  if (unroll) *c->unroll_budget -= trips;
+  bool unroll = trips >= 0 && trips <= MAX_UNROLLED && trips <= c->unroll_budget->left;
+  /* not unrolled only because earlier Loops spent the budget: said if the symbolic pass fails */
+  bool spent = trips >= 0 && trips <= MAX_UNROLLED && !unroll;
+  if (unroll) c->unroll_budget->left -= trips;
   mb_tinfo iter = {.dtype = MB_DTYPE_INT64, .dims = (int64_t *)no_dims, .val = unroll ? &iter_v : NULL};
   mb_tinfo cond = {.dtype = MB_DTYPE_BOOL, .dims = (int64_t *)no_dims, .val = unroll ? &cond_v : NULL};
   const mb_tinfo **in = mb_arena_array(c->arena, (size_t)body->n_inputs + 1, sizeof *in);
@@ -93,7 +95,11 @@ static int loop_op(mb_op_ctx *c) {
   int rc;
   for (int64_t k = 0; k < passes; k++) {
     iter_value = k;
-    if ((rc = c->infer_subgraph(c, body, in, body->n_inputs, out))) return rc;
+    if ((rc = c->infer_subgraph(c, body, in, body->n_inputs, out))) {
+      if (spent) mb_limit_note(c->d, MB_LIMIT_UNROLL, (uint64_t)c->unroll_budget->limit,
+                               "this Loop's body was inferred once, not unrolled");
+      return rc;
+    }
     for (int32_t i = 0; i < n_carried; i++) {
       if (!same_type(out[1 + i], in[2 + i])) {
         char a[256], b[256];

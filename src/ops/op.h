@@ -26,6 +26,11 @@ typedef struct mb_tinfo {
 
 /* A data-dependent size bounded by a default rule because the caller gave no value for it
  * (ops/bounds.c): named in the output so that it is never a silent guess. */
+/* Loop body passes shape inference may still unroll (left), out of limit.unroll (limit). */
+typedef struct mb_unroll {
+  int64_t left, limit;
+} mb_unroll;
+
 typedef struct mb_assumption {
   const char *node, *op_type;
   const char *tensor;     /* the name a --dim of which overrides it */
@@ -66,7 +71,7 @@ struct mb_op_ctx {
   int (*infer_subgraph)(struct mb_op_ctx *c, const mb_graph *g, const mb_tinfo *const *inputs,
                         int32_t n, mb_tinfo **outputs);
   void *infer_state;
-  int64_t *unroll_budget; /* Loop body passes left to unroll in this whole inference */
+  mb_unroll *unroll_budget; /* Loop body passes left to unroll in this whole inference */
   int64_t batch;          /* the batch size this inference binds (graphs with per-sample dims), -1 */
   mb_assumptions *assumed; /* default bounds taken (mb_op_assume) */
   bool *bound_asked;      /* set when the rule looked up a --dim bound under its output's name */

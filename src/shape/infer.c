@@ -16,7 +16,7 @@ struct mb_shapes {
   const mb_model *model;
   mb_tinfo *t;           /* per value of the main graph */
   int32_t n;
-  int64_t unroll_budget; /* nested Loops multiply their trip counts: bound the total */
+  mb_unroll unroll_budget; /* nested Loops multiply their trip counts: bound the total */
   int64_t batch;         /* the batch size bound to the batch dim (-1: none) */
   mb_assumptions assumed; /* default bounds taken for data-dependent sizes (ops/bounds.c) */
   mb_op_dims op_dims;    /* the inputs' dims as the shape rules read them */
@@ -356,7 +356,9 @@ int mb_shapes_run(const mb_model *m, const mb_shape_inputs *in, int64_t batch, m
   } else {
     const mb_graph *g = m->graph;
     sh->model = m;
-    sh->unroll_budget = 4096; /* body passes; a Loop past it gets one symbolic pass */
+    /* body passes (limit.unroll); a Loop past it gets one symbolic pass */
+    sh->unroll_budget.limit = sh->unroll_budget.left =
+        (int64_t)mb_limit(in ? in->limits : NULL, MB_LIMIT_UNROLL);
     sh->n = g->n_values;
     sh->t = mb_arena_array(&sh->arena, (size_t)g->n_values + 1, sizeof *sh->t);
     if (!sh->t) {

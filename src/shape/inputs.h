@@ -20,5 +20,6 @@ typedef struct mb_shape_inputs {
   const mb_const_tensor *bound; /* bound[k]: a tensor given for graph input k, where is_bound[k] */
   const bool *is_bound;
   size_t n_bound;
+  const mb_limits *limits;      /* limit.unroll; NULL: the defaults (util/limits.h) */
 } mb_shape_inputs;
 #endif

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mbtest.h"
 #include "membudget/membudget.h"
@@ -55,6 +56,59 @@ static void test_files(void) {
   CHECK_CONTAINS(mb_model_errmsg(m), "directory");
   mb_model_free(m);
   CHECK_EQ_I64(mb_model_load_file("x", NULL), MB_E_INVALID_ARG);
+}
+
+/* The limit.* keys: parsed like the other setup keys; 0 restores the default; one past a count
+ * fails naming the limit, the count itself loads, through both load calls. */
+static void test_limits(void) {
+  mb_setup *s = NULL;
+  CHECK_EQ_I64(mb_setup_create(&s), MB_OK);
+  CHECK_EQ_I64(mb_setup_set(s, "limit.nodes", "-1"), MB_E_INVALID_ARG);
+  CHECK_CONTAINS(mb_setup_errmsg(s), "limit.nodes: '-1' is not a count");
+  CHECK_EQ_I64(mb_setup_set(s, "limit.subgraph_depth", "65"), MB_E_INVALID_ARG);
+  CHECK_CONTAINS(mb_setup_errmsg(s), "up to 64");
+  CHECK_EQ_I64(mb_setup_set(s, "limit.attr_bytes", "lots"), MB_E_INVALID_ARG);
+  CHECK_EQ_I64(mb_setup_set(s, "limit.attr_bytes", "1KiB"), MB_OK);
+  CHECK_EQ_I64(mb_setup_set(s, "limit.nope", "1"), MB_E_INVALID_ARG);
+  CHECK_CONTAINS(mb_setup_errmsg(s), "unknown limit 'nope'");
+
+  pb g = small_graph(); /* one node; x and y: 2 tensors */
+  pb m = pb_model(&g);
+  mb_model *model = NULL;
+  CHECK_EQ_I64(mb_setup_set(s, "limit.nodes", "1"), MB_OK);
+  CHECK_EQ_I64(mb_setup_set(s, "limit.tensors", "1"), MB_OK);
+  CHECK_EQ_I64(mb_model_load_buffer_setup(m.d, m.len, s, &model), MB_E_LIMIT);
+  CHECK_CONTAINS(mb_model_errmsg(model), "2 tensors, more than the limit tensors=1");
+  mb_model_free(model);
+  CHECK_EQ_I64(mb_setup_set(s, "limit.tensors", "0"), MB_OK); /* the default again */
+  CHECK_EQ_I64(mb_model_load_buffer_setup(m.d, m.len, s, &model), MB_OK);
+  mb_model_free(model);
+  CHECK_EQ_I64(mb_setup_set(s, "limit.string_bytes", "4"), MB_OK); /* x's dim "batch" is 5 */
+  CHECK_EQ_I64(mb_model_load_buffer_setup(m.d, m.len, s, &model), MB_E_LIMIT);
+  CHECK_CONTAINS(mb_model_errmsg(model), "a name or string starting 'batch': 5 bytes, more than the limit string_bytes=4");
+  mb_model_free(model);
+  CHECK_EQ_I64(mb_model_load_buffer_setup(m.d, m.len, NULL, &model), MB_OK); /* NULL: defaults */
+  mb_model_free(model);
+
+  char path[] = "/tmp/mb_test_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0 && write(fd, m.d, m.len) == (ssize_t)m.len);
+  close(fd);
+  char value[32];
+  snprintf(value, sizeof value, "%zu", m.len - 1);
+  CHECK_EQ_I64(mb_setup_set(s, "limit.file_bytes", value), MB_OK);
+  CHECK_EQ_I64(mb_model_load_file_setup(path, s, &model), MB_E_LIMIT);
+  CHECK_CONTAINS(mb_model_errmsg(model), "more than the limit file_bytes=");
+  mb_model_free(model);
+  snprintf(value, sizeof value, "%zu", m.len);
+  CHECK_EQ_I64(mb_setup_set(s, "limit.file_bytes", value), MB_OK);
+  CHECK_EQ_I64(mb_setup_set(s, "limit.string_bytes", "0"), MB_OK);
+  CHECK_EQ_I64(mb_model_load_file_setup(path, s, &model), MB_OK);
+  mb_model_free(model);
+  remove(path);
+  CHECK_EQ_I64(mb_model_load_file_setup("x", s, NULL), MB_E_INVALID_ARG);
+  pb_free(&m);
+  mb_setup_free(s);
 }
 
 static void test_truncated(void) {
@@ -214,7 +268,7 @@ static void test_bad_dims(void) {
   pb_init(&g, "deep", 1, many, 70, -1);
   m = pb_model(&g);
   CHECK_EQ_I64(load(&m, msg, sizeof msg), MB_E_LIMIT);
-  CHECK_CONTAINS(msg, "'deep' has rank 70");
+  CHECK_CONTAINS(msg, "'deep': 70 dims, more than the limit rank=64");
   pb_free(&m);
 
   /* negative dim in a graph input type */
@@ -291,7 +345,7 @@ static void test_deep_nesting(void) {
   pb m = pb_model(&inner);
   char msg[1024];
   CHECK_EQ_I64(load(&m, msg, sizeof msg), MB_E_LIMIT);
-  CHECK_CONTAINS(msg, "nested deeper");
+  CHECK_CONTAINS(msg, "33 levels, more than the limit subgraph_depth=32");
   pb_free(&m);
 
   /* Raw message nesting far past any schema depth (TypeProto.sequence_type chains). */
@@ -378,6 +432,7 @@ static void test_failed_model_is_inert(void) {
 
 int main(void) {
   test_files();
+  test_limits();
   test_truncated();
   test_other_message();
   test_no_graph();

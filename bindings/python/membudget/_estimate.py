@@ -4,7 +4,7 @@ from __future__ import annotations
 import ctypes
 import json
 from contextlib import ExitStack
-from typing import Any, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _lib, _measure
 from ._budget import Budget, format_bytes, from_struct
@@ -23,11 +23,14 @@ def check_mode(mode: str) -> None:
         raise ValueError(f"mode must be 'static' or 'measured', not {mode!r}")
 
 
-def _model(stack: ExitStack, source: Union[Model, Source]) -> Model:
-    """A Model as is, or one loaded from a path/bytes for this call only."""
+def _model(stack: ExitStack, source: Union[Model, Source],
+           options: Sequence[Tuple[str, Value]] = ()) -> Model:
+    """A Model as is, or one loaded from a path/bytes for this call only, under the limit.NAME
+    keys among ``options`` (as the CLI's --limit applies to its loads and its estimate)."""
     if isinstance(source, Model):
         return source
-    return stack.enter_context(load(source))
+    limits = {key[len("limit."):]: value for key, value in options if key.startswith("limit.")}
+    return stack.enter_context(load(source, limits=limits))
 
 
 def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_memory: Optional[Size] = None,
@@ -130,10 +133,10 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
         raise ValueError("estimate: give a GPU (gpu=NAME) or its memory (device_memory=SIZE) to solve the "
                          "batch size for, or a batch size (batch=N)")
     with ExitStack() as stack:
-        m = stack.enter_context(_model(stack, model)._borrow())
+        m = stack.enter_context(_model(stack, model, opts)._borrow())
         t = None
         if teacher is not None:
-            t = stack.enter_context(_model(stack, teacher)._borrow())
+            t = stack.enter_context(_model(stack, teacher, opts)._borrow())
         s = stack.enter_context(make_setup(batch=batch, dims=dims, batch_dim=batch_dim, freeze=freeze,
                                            trainable=trainable, options=opts, teacher=t,
                                            per_sample=per_sample, graph_sizes=graph_sizes))

@@ -258,6 +258,8 @@ PROTOTYPES = {
     # models
     "mb_model_load_file": (c_int, [c_char_p, _P(ModelPtr)]),
     "mb_model_load_buffer": (c_int, [c_void_p, c_size_t, _P(ModelPtr)]),
+    "mb_model_load_file_setup": (c_int, [c_char_p, SetupPtr, _P(ModelPtr)]),
+    "mb_model_load_buffer_setup": (c_int, [c_void_p, c_size_t, SetupPtr, _P(ModelPtr)]),
     "mb_model_free": (None, [ModelPtr]),
     "mb_model_errmsg": (c_char_p, [ModelPtr]),
     "mb_model_num_warnings": (c_size_t, [ModelPtr]),

@@ -251,23 +251,27 @@ class Model:
         return compute_batch_size(self, **kwargs)
 
 
-def load(source: Source) -> Model:
+def load(source: Source, *, limits: Optional[Mapping[str, Union[int, str]]] = None) -> Model:
     """Load an ONNX model from a path, from the bytes of a .onnx file, or from an
     onnx.ModelProto. Raises ModelIOError (an OSError) for a file that cannot be read,
-    ParseError for bytes that are not ONNX, InvalidModelError for an inconsistent graph; the
-    message is the library's and names the file, node or tensor."""
+    ParseError for bytes that are not ONNX, InvalidModelError for an inconsistent graph,
+    LimitError past a limit; the message is the library's and names the file, node, tensor or
+    limit. ``limits`` overrides the input limits of docs/limits.md by name, e.g.
+    ``{"nodes": 2_000_000, "file_bytes": "8GiB"}`` (the setup keys limit.NAME)."""
     ptr = _lib.ModelPtr()
     name: Optional[str] = None
     if hasattr(source, "SerializeToString"):  # an onnx.ModelProto, without importing onnx
         source = source.SerializeToString()
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data = bytes(source) if not isinstance(source, bytes) else source
-        status = lib.mb_model_load_buffer(data, len(data), ctypes.byref(ptr))
-    elif isinstance(source, (str, os.PathLike)):
-        name = os.fspath(source)
-        status = lib.mb_model_load_file(_lib.encode(source), ctypes.byref(ptr))
-    else:
+    if not isinstance(source, (bytes, bytearray, memoryview, str, os.PathLike)):
         raise TypeError(f"load() takes a path, bytes or an onnx.ModelProto, not {type(source).__name__}")
+    options = [(f"limit.{key}", value) for key, value in (limits or {}).items()]
+    with make_setup(options=options) as setup:
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            data = bytes(source) if not isinstance(source, bytes) else source
+            status = lib.mb_model_load_buffer_setup(data, len(data), setup, ctypes.byref(ptr))
+        else:
+            name = os.fspath(source)
+            status = lib.mb_model_load_file_setup(_lib.encode(source), setup, ctypes.byref(ptr))
     if status != 0:
         message = _lib.text(lib.mb_model_errmsg(ptr)) if ptr.value else None
         lib.mb_model_free(ptr)
