@@ -24,7 +24,7 @@ int mb_reader_init_fd(mb_reader *r, int fd, uint64_t size, mb_diag *d) {
   r->fd = fd;
   r->size = size;
   r->d = d;
-  r->fill = MB_READER_WINDOW_MAX / 4; /* the start of a model is structure: read on */
+  r->fill = MB_READER_WINDOW_MIN; /* grows while the reads are sequential */
   r->win = malloc(MB_READER_WINDOW_MAX + PAGE);
   if (!r->win) return mb_fail(d, MB_E_NOMEM, "out of memory");
   /* No readahead: it would read payloads the pass skips into the page cache. Advice only;
