@@ -25,7 +25,10 @@ int mb_reader_init_fd(mb_reader *r, int fd, uint64_t size, mb_diag *d) {
   r->size = size;
   r->d = d;
   r->fill = MB_READER_WINDOW_MIN; /* grows while the reads are sequential */
-  r->win = malloc(MB_READER_WINDOW_MAX + PAGE);
+  /* a small file needs no more window than its size */
+  size_t cap = MB_READER_WINDOW_MAX + 2 * PAGE; /* a read may round up to a page boundary */
+  r->win_cap = size < cap ? (size_t)size : cap;
+  r->win = malloc(r->win_cap ? r->win_cap : 1);
   if (!r->win) return mb_fail(d, MB_E_NOMEM, "out of memory");
   /* No readahead: it would read payloads the pass skips into the page cache. Advice only;
    * a file system that ignores it costs time, not correctness. */
@@ -59,22 +62,32 @@ static int read_exact(mb_reader *r, uint8_t *dst, uint64_t off, size_t n) {
   return MB_OK;
 }
 
-/* Make the window hold [off, off + need), reading from the page that holds off. */
+/* Make the window hold [off, off + need). */
 static int refill(mb_reader *r, uint64_t off, size_t need) {
-  /* Reading on from the window (or within it) is sequential: read more next time. A jump
-   * past the window skipped a payload: what follows is a header, read one page. */
-  uint64_t win_end = r->win_off + r->win_len;
+  uint64_t start, win_end = r->win_off + r->win_len;
+  size_t keep = 0;
   if (r->win_len && off >= r->win_off && off <= win_end) {
+    /* Reading on from the window: keep its unread tail, read what follows, and read more
+     * next time (graphs of nodes and value infos are long runs of small fields). */
     if (r->fill < MB_READER_WINDOW_MAX) r->fill *= 2;
-  } else if (r->win_len) {
-    r->fill = MB_READER_WINDOW_MIN;
+    keep = (size_t)(win_end - off);
+    memmove(r->win, r->win + (off - r->win_off), keep);
+    start = off;
+  } else {
+    /* A jump past the window skipped a payload: what follows is a header. Read from the
+     * page that holds it, one page unless the reads go on. */
+    if (r->win_len) r->fill = MB_READER_WINDOW_MIN;
+    start = off - off % PAGE;
   }
-  uint64_t start = off - off % PAGE;
   uint64_t len = r->fill;
-  if (len < off - start + need) len = off - start + need; /* at most PAGE + WINDOW_MAX */
+  if (len < off - start + need) len = off - start + need; /* at most PAGE + WINDOW_MAX / 2 */
+  len += (PAGE - (start + len) % PAGE) % PAGE;            /* end on a page boundary */
   if (len > r->size - start) len = r->size - start;
+  if (len > r->win_cap) /* cannot happen: fill <= WINDOW_MAX, need <= WINDOW_MAX / 2 */
+    return mb_fail(r->d, MB_E_INVALID_ARG, "internal: reader window of %zu bytes asked for %llu",
+                   r->win_cap, (unsigned long long)len);
   r->win_len = 0; /* invalid until the read succeeds */
-  int rc = read_exact(r, r->win, start, (size_t)len);
+  int rc = read_exact(r, r->win + keep, start + keep, (size_t)(len - keep));
   if (rc != MB_OK) return rc;
   r->win_off = start;
   r->win_len = (size_t)len;
@@ -98,15 +111,12 @@ const uint8_t *mb_reader_fill(mb_reader *r, uint64_t off, size_t want, size_t *a
   return r->win + (off - r->win_off);
 }
 
-int mb_reader_append(mb_reader *r, uint64_t off, uint64_t n, mb_strbuf *out) {
+int mb_reader_append_slow(mb_reader *r, uint64_t off, uint64_t n, mb_strbuf *out) {
   if (n > r->size || off > r->size - n) return misuse(r, off, n);
-  if (n > SIZE_MAX - 1) return mb_fail(r->d, MB_E_NOMEM, "out of memory");
+  if (mb_sb_failed(out) || n > SIZE_MAX - 1) return mb_fail(r->d, MB_E_NOMEM, "out of memory");
   const uint8_t *src = NULL;
   if (r->mem) {
     src = r->mem + off;
-  } else if (off >= r->win_off && off - r->win_off <= r->win_len &&
-             n <= r->win_len - (size_t)(off - r->win_off)) {
-    src = r->win + (off - r->win_off); /* most fields lie in the window already */
   } else if (n <= MB_READER_WINDOW_MAX / 2) {
     int rc = refill(r, off, (size_t)n);
     if (rc != MB_OK) return rc;

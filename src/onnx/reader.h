@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "membudget/membudget.h" /* MB_OK */
 #include "util/diag.h"
 #include "util/strbuf.h"
 
@@ -32,7 +33,7 @@ typedef struct mb_reader {
   uint64_t size;      /* bytes in the source */
   uint8_t *win;       /* file source: bytes [win_off, win_off + win_len) of the file */
   uint64_t win_off;
-  size_t win_len;
+  size_t win_len, win_cap;
   size_t fill;        /* how many bytes the next refill reads */
   uint64_t preads;    /* read calls so far (for the benchmark and the tests) */
   uint64_t bytes_read;
@@ -65,7 +66,22 @@ static inline const uint8_t *mb_reader_at(mb_reader *r, uint64_t off, size_t wan
   return mb_reader_fill(r, off, want, avail);
 }
 
+/* Slow path of mb_reader_append: bytes outside the window. */
+int mb_reader_append_slow(mb_reader *r, uint64_t off, uint64_t n, mb_strbuf *out);
+
 /* Append bytes [off, off + n) of the source to out (off + n <= size). MB_OK, or MB_E_IO /
  * MB_E_NOMEM with d set. */
-int mb_reader_append(mb_reader *r, uint64_t off, uint64_t n, mb_strbuf *out);
+static inline int mb_reader_append(mb_reader *r, uint64_t off, uint64_t n, mb_strbuf *out) {
+  const uint8_t *src = NULL;
+  if (n > r->size || off > r->size - n) {
+    src = NULL; /* the slow path reports it */
+  } else if (r->mem) {
+    src = r->mem + off;
+  } else if (off >= r->win_off && n <= r->win_len && off - r->win_off <= r->win_len - n) {
+    src = r->win + (off - r->win_off); /* most fields lie in the window already */
+  }
+  if (!src) return mb_reader_append_slow(r, off, n, out);
+  mb_sb_append(out, src, (size_t)n);
+  return out->failed ? mb_reader_append_slow(r, off, n, out) : MB_OK;
+}
 #endif

@@ -249,11 +249,13 @@ static int check_packed(walker *w, const field_rule *f, msg_id m, uint64_t p, ui
   const char *msg = messages[m].name;
   unsigned long long off = (unsigned long long)p;
   if (f->kind == K_REP_FIXED32 && len % 4)
-    return mb_fail(w->d, MB_E_PARSE, "%s.%s at byte %llu: packed length %llu is not a multiple of 4",
-                   msg, f->name, off, (unsigned long long)len);
+    return mb_fail(w->d, MB_E_PARSE,
+                   "%s.%s at byte %llu: packed length %llu is not a multiple of 4", msg, f->name,
+                   off, (unsigned long long)len);
   if (f->kind == K_REP_FIXED64 && len % 8)
-    return mb_fail(w->d, MB_E_PARSE, "%s.%s at byte %llu: packed length %llu is not a multiple of 8",
-                   msg, f->name, off, (unsigned long long)len);
+    return mb_fail(w->d, MB_E_PARSE,
+                   "%s.%s at byte %llu: packed length %llu is not a multiple of 8", msg, f->name,
+                   off, (unsigned long long)len);
   if (f->kind == K_REP_VARINT && len > 0) {
     size_t avail;
     const uint8_t *last = mb_reader_at(w->r, p + len - 1, 1, &avail);
@@ -323,7 +325,8 @@ static int slim_message(walker *w, msg_id m, uint64_t p, uint64_t end, int depth
     uint64_t tag;
     size_t n = mb_wire_varint(q, hend, &tag);
     if (!n)
-      return mb_fail(w->d, MB_E_PARSE, "%s at byte %llu: truncated or malformed field tag", msg, off);
+      return mb_fail(w->d, MB_E_PARSE, "%s at byte %llu: truncated or malformed field tag", msg,
+                     off);
     q += n;
     size_t tag_len = n;
     uint64_t number = tag >> 3;
@@ -353,11 +356,13 @@ static int slim_message(walker *w, msg_id m, uint64_t p, uint64_t end, int depth
         break;
       }
       case WT_FIXED64:
-        if (hend - q < 8) return mb_fail(w->d, MB_E_PARSE, "%s at byte %llu: truncated fixed64", msg, off);
+        if (hend - q < 8)
+          return mb_fail(w->d, MB_E_PARSE, "%s at byte %llu: truncated fixed64", msg, off);
         q += 8;
         break;
       case WT_FIXED32:
-        if (hend - q < 4) return mb_fail(w->d, MB_E_PARSE, "%s at byte %llu: truncated fixed32", msg, off);
+        if (hend - q < 4)
+          return mb_fail(w->d, MB_E_PARSE, "%s at byte %llu: truncated fixed32", msg, off);
         q += 4;
         break;
       case WT_LEN: {

@@ -361,7 +361,8 @@ static void test_embedded_weights(void) {
 
   /* cold: written back and dropped; then what the load brought into the page cache */
   long payload_pages = (long)(N_TENSORS * (PAYLOAD / 4096));
-  long before = drop_from_cache(emb) == 0 ? cached_pages(emb, at[0], at[N_TENSORS - 1] + PAYLOAD - at[0]) : -1;
+  uint64_t span = at[N_TENSORS - 1] + PAYLOAD - at[0];
+  long before = drop_from_cache(emb) == 0 ? cached_pages(emb, at[0], span) : -1;
   if (before < 0 || before > payload_pages / 100) {
     /* tmpfs and some overlay file systems keep every page: nothing to observe there */
     printf("cold case skipped: the page cache kept %ld of %ld payload pages after "
