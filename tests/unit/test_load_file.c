@@ -2,9 +2,9 @@
  * bytes from a buffer, and what loading a file with embedded weights costs in memory and
  * page-cache reads.
  *
- * 1. Every committed model, and every prefix of a synthetic one whose fields straddle the
- *    reader's window and page boundaries, loads from a file exactly as from a buffer: the same
- *    status, the same message, the same `info` JSON.
+ * 1. Every committed model, every prefix of a synthetic one whose fields straddle the
+ *    reader's window and page boundaries, and mutants of one, load from a file exactly as
+ *    from a buffer: the same status, the same message, the same `info` JSON.
  * 2. Peak RSS: a model with 64 MiB of embedded weights in 128 tensors, loaded in a fresh
  *    process, peaks within MAX_EXTRA_KIB of its weightless twin (the same tensors without
  *    data) when the file was just written (its page cache in large folios: mapping it once
@@ -214,6 +214,40 @@ static void test_straddling_and_prefixes(void) {
   pb_free(&m);
 }
 
+/* Mutants of a committed model larger than the window (bert_base_like, 212 KB): each has a
+ * few bytes overwritten (a random value, or 0x80/0xFF that make varints run on), and loads
+ * from a file exactly as from a buffer. Deterministic: a fixed xorshift seed. */
+static void test_mutants(void) {
+  char src[1024], path[128];
+  snprintf(src, sizeof src, "%s/bert_base_like.onnx", MB_MODELS_DIR);
+  path_in_dir(path, sizeof path, "mutant.onnx");
+  size_t len = 0;
+  uint8_t *orig = read_whole(src, &len);
+  CHECK(orig != NULL && len > MB_READER_WINDOW_MAX / 2);
+  if (!orig) return;
+  uint8_t *m = malloc(len);
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  int failed_loads = 0;
+  for (int i = 0; i < 60; i++) {
+    memcpy(m, orig, len);
+    for (int k = 0; k < 1 + i % 3; k++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      static const uint8_t special[] = {0x80, 0xFF, 0x00};
+      m[x % len] = (i % 2) ? special[(x >> 32) % 3] : (uint8_t)(x >> 40);
+    }
+    CHECK_EQ_I64(write_file(path, m, len), 0);
+    check_same(path, m, len);
+    mb_model *model = NULL;
+    failed_loads += mb_model_load_buffer(m, len, &model) != MB_OK;
+    mb_model_free(model);
+  }
+  printf("mutants: %d of 60 fail to load, each the same way from a file\n", failed_loads);
+  CHECK(failed_loads > 0); /* the mutations reach the structure */
+  unlink(path);
+  free(m);
+  free(orig);
+}
+
 /* ------------------------------------------------------------------ 2-3. embedded weights */
 
 /* N_TENSORS float initializers of PAYLOAD bytes each, embedded in raw_data or (twin) with
@@ -396,6 +430,7 @@ int main(void) {
   }
   test_committed_models();
   test_straddling_and_prefixes();
+  test_mutants();
   test_embedded_weights();
   rmdir(dir);
   return mbt_finish("load_file");
