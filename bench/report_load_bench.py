@@ -9,7 +9,8 @@ import os
 import statistics
 import sys
 
-CASES = ["weightless", "embedded_1g", "bert_base_like"]
+CASES = ["weightless", "embedded_1g", "bert_base_like", "weightless_800t", "embedded_800t"]
+CACHES = ["warm", "fresh", "cold"]
 TOOLS = ["membudget", "onnx.load", "read-once", "plain-unpack"]
 
 
@@ -128,6 +129,12 @@ def main():
 
     add_ratio("membudget: embedded 1 GB vs weightless twin",
               get("embedded_1g", "membudget"), get("weightless", "membudget"))
+    for cache in ["fresh", "cold"]:
+        add_ratio(f"membudget: embedded 1 GB ({cache}) vs weightless twin",
+                  get("embedded_1g", "membudget", cache), get("weightless", "membudget"))
+    for cache in CACHES:
+        add_ratio(f"membudget: 800 tensors embedded ({cache}) vs weightless twin",
+                  get("embedded_800t", "membudget", cache), get("weightless_800t", "membudget"))
     for c in CASES:
         add_ratio(f"{c}: membudget vs onnx.load", get(c, "membudget"), get(c, "onnx.load"))
     for c in CASES:
@@ -145,7 +152,7 @@ def main():
            "RSS growth MiB"]
     lines = []
     order = {t: i for i, t in enumerate(TOOLS)}
-    for r in sorted(results, key=lambda r: (r["cache"] == "cold", CASES.index(r["case"]),
+    for r in sorted(results, key=lambda r: (CACHES.index(r["cache"]), CASES.index(r["case"]),
                                             order[r["tool"]])):
         lines.append([r["case"], f'{sizes[r["case"]] / 2**20:.1f}', r["tool"], r["cache"],
                       f'{r["median_ms"]:.3f}', f'{r["min_ms"]:.3f}',
@@ -189,7 +196,9 @@ def main():
         "runs": runs,
         "page_cache": "warm = before a case's rows, the file is dropped from the page cache "
                       "(posix_fadvise DONTNEED) and then read() whole once, so it is fully "
-                      "cached; cold = posix_fadvise(DONTNEED) on the file before each run",
+                      "cached; fresh = a copy of the file written (cp) just before the "
+                      "process, still dirty in the page cache; cold = posix_fadvise(DONTNEED) "
+                      "on the file before each run",
         "machine": {
             "uname": os.environ["MB_UNAME"],
             "cpu_model": os.environ["MB_CPU"],

@@ -1,25 +1,27 @@
 /* Reading: bytes -> wire pass -> protobuf-c unpack of the slim copy -> IR -> checks.
- * Files are memory-mapped so that the weight payloads the wire pass skips are never read. */
+ * A file is read through onnx/reader.h (pread of what the pass needs, never a mapping), so
+ * the weight payloads the wire pass skips are neither read nor counted in our RSS. */
 #include "onnx/load.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "graph/check.h"
 #include "onnx/convert.h"
 #include "onnx/external.h"
+#include "onnx/reader.h"
 #include "onnx/wire.h"
 
-int mb_onnx_read_buffer(struct mb_model *m, const uint8_t *data, size_t size, mb_diag *d) {
-  if (size == 0) return mb_fail(d, MB_E_PARSE, "empty input: not an ONNX model");
+/* The wire pass over r, then the slim copy into the IR. */
+static int read_model(struct mb_model *m, mb_reader *r, mb_diag *d) {
+  if (r->size == 0) return mb_fail(d, MB_E_PARSE, "empty input: not an ONNX model");
   mb_strbuf slim;
   mb_sb_init(&slim);
-  int rc = mb_wire_slim_model(data, size, &slim, d);
+  int rc = mb_wire_slim_reader(r, &slim, d);
   if (rc != MB_OK) {
     mb_sb_free(&slim);
     return rc;
@@ -35,6 +37,12 @@ int mb_onnx_read_buffer(struct mb_model *m, const uint8_t *data, size_t size, mb
   mb_sb_free(&slim);
   if (rc == MB_OK) rc = mb_graph_check_model(m, d);
   return rc;
+}
+
+int mb_onnx_read_buffer(struct mb_model *m, const uint8_t *data, size_t size, mb_diag *d) {
+  mb_reader r;
+  mb_reader_init_buffer(&r, data, size, d);
+  return read_model(m, &r, d);
 }
 
 int mb_onnx_read_file(struct mb_model *m, const char *path, mb_diag *d) {
@@ -57,16 +65,9 @@ int mb_onnx_read_file(struct mb_model *m, const char *path, mb_diag *d) {
     } else if (size == 0) {
       mb_fail(d, MB_E_PARSE, "empty file: not an ONNX model");
     } else {
-      void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (map == MAP_FAILED) {
-        mb_fail(d, MB_E_IO, "cannot map: %s", strerror(errno));
-      } else {
-        /* We touch a few bytes near each tensor header and skip the payloads: readahead would
-         * pull megabytes of weights per touch on a cold cache. */
-        posix_madvise(map, size, POSIX_MADV_RANDOM);
-        mb_onnx_read_buffer(m, map, size, d);
-        munmap(map, size);
-      }
+      mb_reader r;
+      if (mb_reader_init_fd(&r, fd, size, d) == MB_OK) read_model(m, &r, d);
+      mb_reader_free(&r);
     }
   } else if (!S_ISFIFO(st.st_mode)) {
     mb_fail(d, MB_E_IO, "is %s, not an ONNX file", mb_external_not_a_file(st.st_mode));

@@ -12,7 +12,8 @@
 
 /* Fill m (its arena ready, otherwise empty) from a serialized ModelProto. */
 int mb_onnx_read_buffer(struct mb_model *m, const uint8_t *data, size_t size, mb_diag *d);
-/* The same from a file: memory-mapped, so that the weight payloads the wire pass skips are
- * never read; a pipe or device is read whole. */
+/* The same from a file: read with pread() through onnx/reader.h, so that the weight
+ * payloads the wire pass skips are never read (nor mapped, nor resident); a pipe or device
+ * is read whole. */
 int mb_onnx_read_file(struct mb_model *m, const char *path, mb_diag *d);
 #endif

@@ -229,41 +229,55 @@ static const char *wire_type_name(unsigned wt) {
 
 /* ------------------------------------------------------------------ the slim copy */
 
+/* The pass works on offsets into a reader (onnx/reader.h), not on pointers: a file is read
+ * through a small window, and a skipped payload is never read at all. It only moves forward,
+ * so the window serves it in order. */
 typedef struct walker {
-  const uint8_t *base; /* start of the whole buffer, for offsets in messages */
+  mb_reader *r;
   mb_strbuf *out;
   mb_diag *d;
 } walker;
 
-static int slim_message(walker *w, msg_id m, const uint8_t *p, const uint8_t *end, int depth);
+/* A field's tag, its length or value, and nothing else fit in this many bytes. */
+#define HEAD_MAX 20u
 
-/* A packed repeated field must hold whole elements; check without reading them all. */
-static int check_packed(walker *w, const field_rule *f, msg_id m, const uint8_t *p,
-                        uint64_t len) {
+static int slim_message(walker *w, msg_id m, uint64_t p, uint64_t end, int depth);
+
+/* A packed repeated field must hold whole elements; check without reading them all (only
+ * the last byte of packed varints). */
+static int check_packed(walker *w, const field_rule *f, msg_id m, uint64_t p, uint64_t len) {
   const char *msg = messages[m].name;
-  size_t off = (size_t)(p - w->base);
+  unsigned long long off = (unsigned long long)p;
   if (f->kind == K_REP_FIXED32 && len % 4)
-    return mb_fail(w->d, MB_E_PARSE, "%s.%s at byte %zu: packed length %llu is not a multiple of 4",
-                   msg, f->name, off, (unsigned long long)len);
+    return mb_fail(w->d, MB_E_PARSE,
+                   "%s.%s at byte %llu: packed length %llu is not a multiple of 4", msg, f->name,
+                   off, (unsigned long long)len);
   if (f->kind == K_REP_FIXED64 && len % 8)
-    return mb_fail(w->d, MB_E_PARSE, "%s.%s at byte %zu: packed length %llu is not a multiple of 8",
-                   msg, f->name, off, (unsigned long long)len);
-  if (f->kind == K_REP_VARINT && len > 0 && (p[len - 1] & 0x80))
-    return mb_fail(w->d, MB_E_PARSE, "%s.%s at byte %zu: packed varints end mid-value", msg,
-                   f->name, off);
+    return mb_fail(w->d, MB_E_PARSE,
+                   "%s.%s at byte %llu: packed length %llu is not a multiple of 8", msg, f->name,
+                   off, (unsigned long long)len);
+  if (f->kind == K_REP_VARINT && len > 0) {
+    size_t avail;
+    const uint8_t *last = mb_reader_at(w->r, p + len - 1, 1, &avail);
+    if (!last) return w->d->status;
+    if (*last & 0x80)
+      return mb_fail(w->d, MB_E_PARSE, "%s.%s at byte %llu: packed varints end mid-value", msg,
+                     f->name, off);
+  }
   return MB_OK;
 }
 
-static int slim_field(walker *w, msg_id m, const field_rule *f, const uint8_t *field_start,
-                      size_t tag_len, const uint8_t *value, uint64_t len, int depth) {
+static int slim_field(walker *w, msg_id m, const field_rule *f, uint64_t field_start,
+                      size_t tag_len, uint64_t value, uint64_t len, int depth) {
   mb_strbuf *out = w->out;
   if (f && f->kind == K_MESSAGE) {
     /* tag, then a 5-byte hole for the length, then the slim body; then close the hole. */
-    mb_sb_append(out, field_start, tag_len);
+    int rc = mb_reader_append(w->r, field_start, tag_len, out);
+    if (rc != MB_OK) return rc;
     size_t hole = out->len;
     static const uint8_t zeros[5] = {0};
     mb_sb_append(out, zeros, sizeof zeros);
-    int rc = slim_message(w, (msg_id)f->message, value, value + len, depth + 1);
+    rc = slim_message(w, (msg_id)f->message, value, value + len, depth + 1);
     if (rc != MB_OK) return rc;
     if (mb_sb_failed(out)) return mb_fail(w->d, MB_E_NOMEM, "out of memory");
     size_t body = out->len - hole - sizeof zeros;
@@ -287,97 +301,115 @@ static int slim_field(walker *w, msg_id m, const field_rule *f, const uint8_t *f
     int rc = check_packed(w, f, m, value, len);
     if (rc != MB_OK) return rc;
   }
-  mb_sb_append(out, field_start, (size_t)(value + len - field_start));
-  return MB_OK;
+  return mb_reader_append(w->r, field_start, value + len - field_start, out);
 }
 
-static int slim_message(walker *w, msg_id m, const uint8_t *p, const uint8_t *end, int depth) {
+static int slim_message(walker *w, msg_id m, uint64_t p, uint64_t end, int depth) {
   const char *msg = messages[m].name;
   if (depth > MB_WIRE_MAX_DEPTH)
-    return mb_fail(w->d, MB_E_LIMIT, "%s at byte %zu: messages nested deeper than %d", msg,
-                   (size_t)(p - w->base), MB_WIRE_MAX_DEPTH);
+    return mb_fail(w->d, MB_E_LIMIT, "%s at byte %llu: messages nested deeper than %d", msg,
+                   (unsigned long long)p, MB_WIRE_MAX_DEPTH);
   /* A singular message field may legally appear several times (protobuf merges them), but
    * protobuf-c merges each repeat into a copy of the whole message so far: quadratic. No
    * exporter writes that, so it is refused. Field numbers of singular fields are < 32. */
   uint32_t seen_single = 0;
   while (p < end) {
-    const uint8_t *field_start = p;
-    size_t off = (size_t)(p - w->base);
+    const uint64_t field_start = p;
+    unsigned long long off = (unsigned long long)p;
+    /* The head of the field: its tag and its value, or its length. */
+    size_t avail;
+    const uint8_t *h = mb_reader_at(w->r, p, HEAD_MAX, &avail);
+    if (!h) return w->d->status;
+    if (avail > end - p) avail = (size_t)(end - p);
+    const uint8_t *hend = h + avail, *q = h;
     uint64_t tag;
-    size_t n = mb_wire_varint(p, end, &tag);
+    size_t n = mb_wire_varint(q, hend, &tag);
     if (!n)
-      return mb_fail(w->d, MB_E_PARSE, "%s at byte %zu: truncated or malformed field tag", msg, off);
-    p += n;
+      return mb_fail(w->d, MB_E_PARSE, "%s at byte %llu: truncated or malformed field tag", msg,
+                     off);
+    q += n;
     size_t tag_len = n;
     uint64_t number = tag >> 3;
     unsigned wt = (unsigned)(tag & 7);
     if (number == 0 || number > 0x1FFFFFFF)
-      return mb_fail(w->d, MB_E_PARSE, "%s at byte %zu: invalid field number %llu", msg, off,
+      return mb_fail(w->d, MB_E_PARSE, "%s at byte %llu: invalid field number %llu", msg, off,
                      (unsigned long long)number);
     const field_rule *f = find_field(m, (uint32_t)number);
     if (f && f->single) {
       uint32_t bit = 1u << (f->number & 31);
       if (seen_single & bit)
-        return mb_fail(w->d, MB_E_PARSE, "%s.%s at byte %zu: this single field appears more "
+        return mb_fail(w->d, MB_E_PARSE, "%s.%s at byte %llu: this single field appears more "
                        "than once", msg, f->name, off);
       seen_single |= bit;
     }
     if (f && !wire_type_fits((field_kind)f->kind, wt))
       return mb_fail(w->d, MB_E_PARSE,
-                     "%s.%s at byte %zu: wire type %s does not fit this field (is this an ONNX "
+                     "%s.%s at byte %llu: wire type %s does not fit this field (is this an ONNX "
                      "model?)", msg, f->name, off, wire_type_name(wt));
     uint64_t len = 0;
-    const uint8_t *value = p;
     switch (wt) {
       case WT_VARINT: {
         uint64_t v;
-        size_t k = mb_wire_varint(p, end, &v);
-        if (!k) return mb_fail(w->d, MB_E_PARSE, "%s at byte %zu: truncated varint", msg, off);
-        p += k;
+        size_t k = mb_wire_varint(q, hend, &v);
+        if (!k) return mb_fail(w->d, MB_E_PARSE, "%s at byte %llu: truncated varint", msg, off);
+        q += k;
         break;
       }
       case WT_FIXED64:
-        if (end - p < 8) return mb_fail(w->d, MB_E_PARSE, "%s at byte %zu: truncated fixed64", msg, off);
-        p += 8;
+        if (hend - q < 8)
+          return mb_fail(w->d, MB_E_PARSE, "%s at byte %llu: truncated fixed64", msg, off);
+        q += 8;
         break;
       case WT_FIXED32:
-        if (end - p < 4) return mb_fail(w->d, MB_E_PARSE, "%s at byte %zu: truncated fixed32", msg, off);
-        p += 4;
+        if (hend - q < 4)
+          return mb_fail(w->d, MB_E_PARSE, "%s at byte %llu: truncated fixed32", msg, off);
+        q += 4;
         break;
       case WT_LEN: {
-        size_t k = mb_wire_varint(p, end, &len);
-        if (!k) return mb_fail(w->d, MB_E_PARSE, "%s at byte %zu: truncated length", msg, off);
-        p += k;
-        value = p;
-        if (len > (uint64_t)(end - p))
-          return mb_fail(w->d, MB_E_PARSE,
-                         "%s%s%s at byte %zu: length %llu runs past the end of the data "
-                         "(truncated file?)", msg, f ? "." : "", f ? f->name : "", off,
-                         (unsigned long long)len);
-        p += len;
+        size_t k = mb_wire_varint(q, hend, &len);
+        if (!k) return mb_fail(w->d, MB_E_PARSE, "%s at byte %llu: truncated length", msg, off);
+        q += k;
         break;
       }
       default:
-        return mb_fail(w->d, MB_E_PARSE, "%s at byte %zu: unsupported wire type %s", msg, off,
+        return mb_fail(w->d, MB_E_PARSE, "%s at byte %llu: unsupported wire type %s", msg, off,
                        wire_type_name(wt));
     }
+    size_t head = (size_t)(q - h);
+    p += head;
     if (wt == WT_LEN) {
+      if (len > end - p)
+        return mb_fail(w->d, MB_E_PARSE,
+                       "%s%s%s at byte %llu: length %llu runs past the end of the data "
+                       "(truncated file?)", msg, f ? "." : "", f ? f->name : "", off,
+                       (unsigned long long)len);
+      uint64_t value = p;
+      p += len;
       int rc = slim_field(w, m, f, field_start, tag_len, value, len, depth);
       if (rc != MB_OK) return rc;
     } else {
-      mb_sb_append(w->out, field_start, (size_t)(p - field_start));
+      mb_sb_append(w->out, h, head); /* h is still valid: nothing was read since */
     }
     if (mb_sb_failed(w->out)) return mb_fail(w->d, MB_E_NOMEM, "out of memory");
   }
   return MB_OK;
 }
 
+int mb_wire_slim_reader(mb_reader *r, mb_strbuf *out, mb_diag *d) {
+  walker w = {r, out, d};
+  return slim_message(&w, M_MODEL, 0, r->size, 0);
+}
+
 int mb_wire_slim_model(const uint8_t *data, size_t len, mb_strbuf *out, mb_diag *d) {
-  walker w = {data, out, d};
-  return slim_message(&w, M_MODEL, data, data + len, 0);
+  mb_reader r;
+  mb_reader_init_buffer(&r, data, len, d);
+  walker w = {&r, out, d};
+  return slim_message(&w, M_MODEL, 0, len, 0);
 }
 
 int mb_wire_slim_tensor(const uint8_t *data, size_t len, mb_strbuf *out, mb_diag *d) {
-  walker w = {data, out, d};
-  return slim_message(&w, M_TENSOR, data, data + len, 0);
+  mb_reader r;
+  mb_reader_init_buffer(&r, data, len, d);
+  walker w = {&r, out, d};
+  return slim_message(&w, M_TENSOR, 0, len, 0);
 }

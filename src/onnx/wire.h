@@ -6,13 +6,15 @@
  * and nesting depth, and writes a slim copy in which each tensor data field longer than
  * MB_WIRE_KEEP_PAYLOAD bytes is replaced by an unknown varint field
  * (MB_WIRE_DROPPED_BASE + original field number) holding the payload's byte length. The
- * skipped payload bytes are never touched, so a memory-mapped file is not even paged in.
+ * skipped payload bytes are never touched: the pass reads through onnx/reader.h, so a file's
+ * payloads are not even read from the disk.
  * Small payloads (shape constants) are kept so shape inference can read their values. */
 #ifndef MB_ONNX_WIRE_H
 #define MB_ONNX_WIRE_H
 #include <stddef.h>
 #include <stdint.h>
 
+#include "onnx/reader.h"
 #include "util/diag.h"
 #include "util/limits.h"
 #include "util/strbuf.h"
@@ -27,6 +29,9 @@
 /* Validate data as a ModelProto and append the slim copy to out. MB_OK or MB_E_PARSE /
  * MB_E_LIMIT / MB_E_NOMEM with a message naming the message, field and byte offset. */
 int mb_wire_slim_model(const uint8_t *data, size_t len, mb_strbuf *out, mb_diag *d);
+
+/* The same from a reader (a file read through a window). */
+int mb_wire_slim_reader(mb_reader *r, mb_strbuf *out, mb_diag *d);
 
 /* The same for a serialized TensorProto (ONNX test data files). */
 int mb_wire_slim_tensor(const uint8_t *data, size_t len, mb_strbuf *out, mb_diag *d);
