@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Opt-in (not in CI: about ten minutes on 2 cores): every C test under valgrind's memcheck on a
+# Opt-in (not in CI; 230 s here on 2 shared cores, load 10-16): every C test under valgrind's memcheck on a
 # plain Debug build without sanitizers (build/valgrind), failing on any invalid read or write,
 # use of uninitialised memory, bad free or definite/indirect leak.
 #   ./scripts/valgrind.sh              all of them
