@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Opt-in (not in CI; 230 s here on 2 shared cores, load 10-16): every C test under valgrind's memcheck on a
-# plain Debug build without sanitizers (build/valgrind), failing on any invalid read or write,
-# use of uninitialised memory, bad free or definite/indirect leak.
+# Opt-in (not in CI; 230 s here on 2 shared cores, load 10-16): every C test under valgrind's
+# memcheck on a plain Debug build without sanitizers (build/valgrind), failing on any invalid
+# read or write, use of uninitialised memory, bad free or definite/indirect leak.
 #   ./scripts/valgrind.sh              all of them
 #   ./scripts/valgrind.sh shapes eval  only these (names below)
 # Logs: build/valgrind/logs/NAME.log. Installs valgrind with apt when it is missing.
