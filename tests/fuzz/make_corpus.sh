@@ -1,6 +1,7 @@
 #!/bin/sh
 # Seed corpus for the loader fuzzer: the model zoo, the edge-case models, the saved
-# regressions and, when Debian's libonnx-testdata is installed, ONNX's backend test models
+# regressions, the committed corpus (tests/fuzz/corpus/load/: what -merge=1 kept of all these
+# and of earlier fuzzing, less the files above) and, when Debian's libonnx-testdata is installed, ONNX's backend test models
 # (one per operator, so every shape-rule family gets fuzzed), copied into a directory outside
 # the repository (libFuzzer writes into it).
 #   tests/fuzz/make_corpus.sh [DIR]        (default /tmp/mb-corpus)
@@ -13,9 +14,10 @@ case "$(cd "$(dirname "$dir")" 2>/dev/null && pwd)/" in
 esac
 mkdir -p "$dir"
 n=0
-for f in "$root"/models/*.onnx "$root"/models/edge/*.onnx "$here"/regressions/*; do
+for f in "$root"/models/*.onnx "$root"/models/edge/*.onnx "$here"/regressions/* "$here"/corpus/load/*; do
   [ -f "$f" ] || continue
   case "$f" in "$here"/regressions/*) name="regression-$(basename "$f")" ;;
+               "$here"/corpus/*) name="corpus-$(basename "$f")" ;;
                "$root"/models/edge/*) name="edge-$(basename "$f")" ;;
                *) name="zoo-$(basename "$f")" ;; esac
   cp "$f" "$dir/$name"

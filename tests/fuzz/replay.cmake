@@ -41,3 +41,19 @@ target_link_libraries(mb_fuzz_snapshot_replay PRIVATE membudget_static)
 add_test(NAME fuzz_snapshot
          COMMAND mb_fuzz_snapshot_replay "${MB_FUZZ_DIR}/snapshots" --step=4 "${PROJECT_SOURCE_DIR}/tests/alloc/snapshot.pickle")
 set_tests_properties(fuzz_snapshot PROPERTIES TIMEOUT 600 LABELS fuzz)
+
+# The setup fuzzer's corpus (fuzz_estimate.c: shapes plus estimate on the zoo's models under a
+# fuzzed setup) and its regressions (estimate_regressions/, once there is one), replayed through
+# the same function.
+add_executable(mb_fuzz_estimate_replay "${MB_FUZZ_DIR}/fuzz_estimate.c")
+target_include_directories(mb_fuzz_estimate_replay PRIVATE "${PROJECT_SOURCE_DIR}/include")
+target_compile_options(mb_fuzz_estimate_replay PRIVATE ${MB_WARNINGS})
+target_compile_definitions(mb_fuzz_estimate_replay PRIVATE MB_FUZZ_ESTIMATE_REPLAY _POSIX_C_SOURCE=200809L
+                           MB_FUZZ_MODELS_DIR="${PROJECT_SOURCE_DIR}/models")
+target_link_libraries(mb_fuzz_estimate_replay PRIVATE membudget_static)
+set(_mb_estimate_inputs "${MB_FUZZ_DIR}/corpus/estimate")
+if(EXISTS "${MB_FUZZ_DIR}/estimate_regressions")
+  list(APPEND _mb_estimate_inputs "${MB_FUZZ_DIR}/estimate_regressions")
+endif()
+add_test(NAME fuzz_estimate_replay COMMAND mb_fuzz_estimate_replay ${_mb_estimate_inputs})
+set_tests_properties(fuzz_estimate_replay PROPERTIES TIMEOUT 300 LABELS fuzz)

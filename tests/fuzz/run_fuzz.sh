@@ -3,6 +3,9 @@
 #   tests/fuzz/run_fuzz.sh [SECONDS]        (default 60)
 #   TARGET=snapshot tests/fuzz/run_fuzz.sh  the snapshot reader and allocator replay instead
 #                                           (seeds: tests/fuzz/snapshots/, tests/alloc/)
+#   TARGET=estimate tests/fuzz/run_fuzz.sh  shapes plus estimate on the zoo's models under a
+#                                           fuzzed setup (seeds: tests/fuzz/corpus/estimate/)
+# CI runs all three for a bounded time: tests/fuzz/ci_fuzz.sh (from scripts/test.sh).
 # Environment: BUILD_DIR (default /tmp/mb-fuzz-build), CORPUS (default /tmp/mb-corpus),
 # ARTIFACTS (default /tmp/mb-fuzz-artifacts), WORKERS (default 2, at most 2),
 # FUZZ_ARGS (extra libFuzzer flags). Crashes, leaks, timeouts (> 2 s) and OOMs land in
@@ -16,6 +19,7 @@ root=$(cd "$here/../.." && pwd)
 build=${BUILD_DIR:-/tmp/mb-fuzz-build}
 corpus=${CORPUS:-/tmp/mb-corpus}
 [ "${TARGET:-load}" = snapshot ] && corpus=${CORPUS:-/tmp/mb-snapshot-corpus}
+[ "${TARGET:-load}" = estimate ] && corpus=${CORPUS:-/tmp/mb-estimate-corpus}
 artifacts=${ARTIFACTS:-/tmp/mb-fuzz-artifacts}
 workers=${WORKERS:-2}
 [ "$workers" -gt 2 ] && workers=2
@@ -25,7 +29,7 @@ CC=${CC:-clang} cmake -S "$root" -B "$build" -DMB_FUZZ=ON -DMB_SANITIZE=ON \
   -DMB_BUILD_TESTS=OFF -DMB_BUILD_CLI=OFF -DMB_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
 target=${TARGET:-load}
-case "$target" in load|snapshot) ;; *) echo "run_fuzz.sh: TARGET is load or snapshot" >&2; exit 2 ;; esac
+case "$target" in load|snapshot|estimate) ;; *) echo "run_fuzz.sh: TARGET is load, snapshot or estimate" >&2; exit 2 ;; esac
 cmake --build "$build" --target "mb_fuzz_$target" -j "$workers" >"$build.build.log" 2>&1 ||
   { cat "$build.build.log"; exit 1; }
 fuzzer="$build/tests/fuzz/mb_fuzz_$target"
@@ -34,7 +38,11 @@ dict="-dict=$here/onnx.dict"
 if [ "$target" = snapshot ]; then
   dict=""
   mkdir -p "$corpus"
-  cp "$here"/snapshots/* "$root"/tests/alloc/snapshot.* "$corpus"/
+  cp "$here"/snapshots/* "$here"/corpus/snapshot/* "$root"/tests/alloc/snapshot.* "$corpus"/
+elif [ "$target" = estimate ]; then
+  dict="-dict=$here/setup.dict"
+  mkdir -p "$corpus"
+  cp "$here"/corpus/estimate/* "$corpus"/
 else
   "$here/make_corpus.sh" "$corpus"
 fi
