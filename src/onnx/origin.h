@@ -22,6 +22,13 @@ typedef struct mb_interner {
   mb_strmap map;     /* string -> index into strs */
   const char **strs;
   int32_t n, cap;
+  /* What a stack trace or a class hierarchy was read as, by its text (origin.c): the 80
+   * layers of a 70B decoder repeat the same few hundred. Keys live in memo_arena, which goes
+   * with the interner. */
+  mb_arena memo_arena;
+  mb_strmap memo[2];  /* value text -> index into memos, one map per metadata key */
+  mb_origin *memos;
+  int32_t n_memos, cap_memos;
 } mb_interner;
 
 int mb_interner_init(mb_interner *in, mb_arena *arena);
