@@ -12,6 +12,7 @@
 
 #include "graph/check.h"
 #include "onnx/convert.h"
+#include "onnx/pb_arena.h"
 #include "onnx/wire.h"
 
 int mb_onnx_read_buffer(struct mb_model *m, const uint8_t *data, size_t size, mb_diag *d) {
@@ -23,14 +24,17 @@ int mb_onnx_read_buffer(struct mb_model *m, const uint8_t *data, size_t size, mb
     mb_sb_free(&slim);
     return rc;
   }
+  mb_pb_arena pba; /* protobuf structures never outlive the load: freed at once */
+  mb_pb_arena_init(&pba);
   Onnx__ModelProto *pm =
-      onnx__model_proto__unpack(NULL, slim.len, (const uint8_t *)(slim.data ? slim.data : ""));
+      onnx__model_proto__unpack(&pba.allocator, slim.len, (const uint8_t *)(slim.data ? slim.data : ""));
   if (!pm) {
+    mb_pb_arena_free(&pba);
     mb_sb_free(&slim);
     return mb_fail(d, MB_E_PARSE, "not a valid ONNX ModelProto (protobuf-c could not unpack it)");
   }
   rc = mb_convert_model(pm, m, d);
-  onnx__model_proto__free_unpacked(pm, NULL); /* protobuf structures never outlive the load */
+  mb_pb_arena_free(&pba);
   mb_sb_free(&slim);
   if (rc == MB_OK) rc = mb_graph_check_model(m, d);
   return rc;

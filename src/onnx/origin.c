@@ -21,7 +21,12 @@ int mb_interner_init(mb_interner *in, mb_arena *arena) {
   memset(in, 0, sizeof *in);
   in->arena = arena;
   mb_arena_init(&in->memo_arena);
-  if (mb_strmap_init(&in->map, 64) || mb_strmap_init(&in->memo[0], 16) || mb_strmap_init(&in->memo[1], 16)) {
+  int bad = mb_strmap_init(&in->map, 64);
+  for (int k = 0; k < MB_MEMO_KINDS; k++) {
+    in->last[k] = -1;
+    bad |= mb_strmap_init(&in->memo[k], 16);
+  }
+  if (bad) {
     mb_interner_free(in);
     return MB_E_NOMEM;
   }
@@ -30,10 +35,11 @@ int mb_interner_init(mb_interner *in, mb_arena *arena) {
 
 void mb_interner_free(mb_interner *in) {
   mb_strmap_free(&in->map);
-  for (int k = 0; k < 2; k++) mb_strmap_free(&in->memo[k]);
+  for (int k = 0; k < MB_MEMO_KINDS; k++) mb_strmap_free(&in->memo[k]);
   mb_arena_destroy(&in->memo_arena);
   free(in->strs);
   free(in->memos);
+  free(in->memo_keys);
   memset(in, 0, sizeof *in);
 }
 
@@ -431,37 +437,66 @@ static void merge_origin(mb_origin *to, const mb_origin *from) {
   memcpy(to, t, sizeof t);
 }
 
-/* A stack trace and a class hierarchy are read from their text alone (nothing the node already
- * holds changes what they set), so what one text set is kept and set again for the next node
- * with the same text: an 80-layer decoder repeats each layer's few dozen stacks 80 times, and
- * reading them was most of its load. Other entries, and texts holding a NUL, are read each time. */
+/* Entries read from their text alone (nothing the node already holds changes what they set,
+ * except that name_scopes names the FX node only when fx_node did not), so what one text set is
+ * kept and set again for the next node with the same text. A torch 2.x export repeats them: the
+ * nodes one FX node became are consecutive and share all four, and the 80 layers of a 70B
+ * decoder repeat each layer's few dozen stacks and class lists 80 times. Reading them afresh was
+ * most of its load. `hashed`: every text read is kept (few distinct); otherwise only the last
+ * one is compared (one per FX node). Texts holding a NUL are read each time. */
+static const struct {
+  const char *key;
+  bool hashed, fx_if_unset; /* fx_if_unset: sets fx only when the node has none (parse_entry) */
+} memo_kinds[MB_MEMO_KINDS] = {
+  {"pkg.torch.onnx.stack_trace", true, false},
+  {"pkg.torch.onnx.class_hierarchy", true, false},
+  {"pkg.torch.onnx.name_scopes", false, true},
+  {"pkg.torch.onnx.fx_node", false, false},
+};
+
+static void apply_memo(int kind, mb_origin *to, const mb_origin *memo) {
+  const char *fx = to->fx;
+  merge_origin(to, memo);
+  if (memo_kinds[kind].fx_if_unset && fx) to->fx = fx;
+}
+
 static int use_entry(const entry *e, mb_node *n, mb_interner *in) {
-  int kind = !e->value                                      ? -1
-             : key_is(e, "pkg.torch.onnx.stack_trace")      ? 0
-             : key_is(e, "pkg.torch.onnx.class_hierarchy") ? 1
-                                                            : -1;
+  int kind = -1;
+  for (int k = 0; k < MB_MEMO_KINDS && e->value && kind < 0; k++)
+    if (key_is(e, memo_kinds[k].key)) kind = k;
   if (kind < 0) return parse_entry(e, n, in);
-  int32_t k = mb_strmap_get_n(&in->memo[kind], e->value, e->value_len);
+  int32_t k = in->last[kind];
+  if (k < 0 || in->last_len[kind] != e->value_len || memcmp(in->memo_keys[k], e->value, e->value_len))
+    k = memo_kinds[kind].hashed ? mb_strmap_get_n(&in->memo[kind], e->value, e->value_len) : -1;
   if (k >= 0) {
-    merge_origin(&n->origin, &in->memos[k]);
+    in->last[kind] = k;
+    in->last_len[kind] = e->value_len;
+    apply_memo(kind, &n->origin, &in->memos[k]);
     return MB_OK;
   }
   mb_node fresh;
   memset(&fresh, 0, sizeof fresh);
   int rc = parse_entry(e, &fresh, in);
   if (rc != MB_OK) return rc;
-  merge_origin(&n->origin, &fresh.origin);
+  apply_memo(kind, &n->origin, &fresh.origin);
   if (memchr(e->value, '\0', e->value_len)) return MB_OK;
   if (in->n_memos == in->cap_memos) {
     int32_t cap = in->cap_memos ? in->cap_memos * 2 : 64;
     mb_origin *grown = realloc(in->memos, (size_t)cap * sizeof *grown);
     if (!grown) return MB_E_NOMEM;
     in->memos = grown;
+    const char **keys = realloc(in->memo_keys, (size_t)cap * sizeof *keys);
+    if (!keys) return MB_E_NOMEM;
+    in->memo_keys = keys;
     in->cap_memos = cap;
   }
   const char *key = mb_arena_strndup(&in->memo_arena, e->value, e->value_len);
-  if (!key || mb_strmap_put(&in->memo[kind], key, in->n_memos, NULL) < 0) return MB_E_NOMEM;
-  in->memos[in->n_memos++] = fresh.origin;
+  if (!key || (memo_kinds[kind].hashed && mb_strmap_put(&in->memo[kind], key, in->n_memos, NULL) < 0))
+    return MB_E_NOMEM;
+  in->memo_keys[in->n_memos] = key;
+  in->memos[in->n_memos] = fresh.origin;
+  in->last[kind] = in->n_memos++;
+  in->last_len[kind] = e->value_len;
   return MB_OK;
 }
 
