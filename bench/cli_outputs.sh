@@ -11,7 +11,8 @@
 # OUT_DIR. Setups: `estimate --json` solving the batch for an H100 80 GB (fp32 AdamW), at
 # --batch 4 with AMP bf16 and every module checkpointed (--trace, every event), the human report
 # at --batch 2 on an A100 40 GB with --by-module, --top 10 and --advise (module paths, tensor
-# names, what-ifs), and `info --json`, `shapes --json --batch 2`. Each file holds the exit status, stdout and stderr.
+# names, what-ifs), a solve on an A100 40 GB with an evaluation phase and gradient accumulation,
+# and `info --json`, `shapes --json --batch 2`. Each file holds the exit status, stdout and stderr.
 # The JSON documents carry no timing fields (checked below), so any difference is a change.
 set -uo pipefail
 [[ $# -ge 2 ]] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
@@ -33,6 +34,7 @@ for f in "${models[@]}"; do
   run "$key.estimate" estimate "$path" --gpu h100-80gb --json "${dims[@]}"
   run "$key.estimate_amp_ckpt" estimate "$path" --batch 4 --precision amp-bf16 --checkpoint '*' --json --trace "${dims[@]}"
   run "$key.estimate_modules" estimate "$path" --batch 2 --gpu a100-40gb --by-module --top 10 --advise "${dims[@]}"
+  run "$key.estimate_eval" estimate "$path" --gpu a100-40gb --eval-batch 4 --grad-accumulation 2 --json "${dims[@]}"
   run "$key.info" info "$path" --json
   run "$key.shapes" shapes "$path" --batch 2 --json "${dims[@]}"
 done
