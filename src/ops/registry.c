@@ -39,9 +39,10 @@ const mb_op_def *mb_op_find(const char *domain, const char *op_type, int64_t ops
   return best;
 }
 
-/* What a resolve remembers: the entry of each op type of the default domain met so far (its
- * opset is the model's one import of that domain, so the op type decides the entry), so that a
- * model of tens of thousands of nodes scans the operator table once per op type, not per node. */
+/* What a resolve remembers: the entry of each op type of the domain "" met so far (every such
+ * node has the opset of the model's import of "", so the op type decides the entry), so that a
+ * model of tens of thousands of nodes scans the operator table once per op type, not per node.
+ * Nodes that name a domain, "ai.onnx" included (its own import, or none), are looked up each. */
 typedef struct resolver {
   const mb_strmap *opsets;
   mb_strmap known;         /* op type (the node's own string) -> index into defs */
@@ -51,8 +52,7 @@ typedef struct resolver {
 } resolver;
 
 static const mb_op_def *resolve_op(resolver *r, const mb_node *n) {
-  bool plain = !n->domain[0] || !strcmp(n->domain, "ai.onnx");
-  if (!plain || r->failed) return mb_op_find(n->domain, n->op_type, n->opset);
+  if (n->domain[0] || r->failed) return mb_op_find(n->domain, n->op_type, n->opset);
   int32_t k = mb_strmap_get(&r->known, n->op_type);
   if (k >= 0) return r->defs[k];
   const mb_op_def *def = mb_op_find(n->domain, n->op_type, n->opset);
