@@ -10,6 +10,9 @@ so no weight is ever materialised, and exported exactly as `python -m membudget.
 batch and sequence dynamic, every initializer external data in a file that is never written).
 Writes OUT_DIR/llama2_{7b,70b}.onnx and OUT_DIR/llama2_{7b,70b}.json (parameters, nodes, export
 seconds, versions). Refuses to write inside the repository: the files are tens of MB.
+
+--nometa also writes OUT_DIR/llama2_{7b,70b}_nometa.onnx: the same graph with every node's
+metadata_props removed (what the metadata costs a load: bench/README.md, "Scale").
 """
 from __future__ import annotations
 
@@ -44,12 +47,23 @@ def export_one(size: str, out_dir: str, seq: int) -> dict:
             "dims": exported.dims, "torch": torch.__version__, "transformers": transformers.__version__}
 
 
+def write_nometa(path: str) -> None:
+    import onnx
+    m = onnx.load(path, load_external_data=False)
+    for node in m.graph.node:
+        del node.metadata_props[:]
+    out = path[:-len(".onnx")] + "_nometa.onnx"
+    onnx.save(m, out)  # the initializers stay external: their data file is never written
+    print(f"{out}: {os.path.getsize(out)} bytes")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir")
     ap.add_argument("--only", choices=sorted(MODELS))
     ap.add_argument("--seq-len", type=int, default=4096)
     ap.add_argument("--force", action="store_true", help="export even if the file exists")
+    ap.add_argument("--nometa", action="store_true", help="also write llama2_SIZE_nometa.onnx")
     a = ap.parse_args()
     out_dir = os.path.realpath(a.out_dir)
     if out_dir == ROOT or out_dir.startswith(ROOT + os.sep):
@@ -65,6 +79,8 @@ def main() -> int:
         path = os.path.join(out_dir, f"llama2_{size}.onnx")
         if os.path.exists(path) and not a.force:
             print(f"{path} exists (--force to export again)")
+            if a.nometa:
+                write_nometa(path)
             continue
         rec = export_one(size, out_dir, a.seq_len)
         import onnx  # the node count, as the onnx package sees the file
@@ -75,6 +91,8 @@ def main() -> int:
             json.dump(rec, f, indent=1)
             f.write("\n")
         print(json.dumps(rec), flush=True)
+        if a.nometa:
+            write_nometa(path)
     return 0
 
 
