@@ -33,13 +33,19 @@ static void weights(const mb_plan *p, uint64_t rounding, mb_budget *bu) {
   }
 }
 
-/* What the runs of one estimate share: the plan, the allocator model, per-event bytes. */
+/* What the runs of one estimate share: the plan, the allocator model, per-event bytes, and the
+ * last simulated step. A run is a pure function of the batch size, and the search asks for the
+ * same batch more than once (the probe of the answer, then its full budget, then the slope's
+ * run at batch_min): on a 70B decoder each step is milliseconds of shape inference. */
 typedef struct est {
   const mb_plan *p;
   mb_setup *s;
   mb_reserve *res;   /* NULL with the flat allowance */
   uint64_t *bytes;
   uint64_t *step_bytes; /* with an evaluation phase: bytes with the evaluation's events left out */
+  int64_t run_batch;    /* the batch of the last successful run, -1: none */
+  mb_run run;           /* its result */
+  int64_t bytes_batch;  /* the batch whose per-event bytes `bytes` holds, -1: none */
 } est;
 
 /* allowance: fragmentation is that fraction of the reserved peak; segments are 2 MiB */
@@ -140,11 +146,20 @@ static void fill(const est *x, int64_t batch, const mb_run *r, const mb_reserved
 enum run_kind { RUN_FULL, RUN_PROBE, RUN_ALLOCATED };
 
 /* One run; shape errors that only mean "this batch is absurdly large" count as not fitting. */
-static int eval(const est *x, int64_t batch, int kind, mb_budget *bu, mb_diag *d) {
+static int eval(est *x, int64_t batch, int kind, mb_budget *bu, mb_diag *d) {
   mb_run r;
   mb_reserved rr, loop;
   bool reserve = x->res && kind != RUN_ALLOCATED;
-  if (mb_setup_plan_run(x->p, x->s, batch, &r, reserve ? x->bytes : NULL, NULL, d) != MB_OK) return d->status;
+  if (x->run_batch == batch && (!reserve || x->bytes_batch == batch)) {
+    r = x->run;
+  } else {
+    x->run_batch = -1;
+    if (reserve) x->bytes_batch = -1;
+    if (mb_setup_plan_run(x->p, x->s, batch, &r, reserve ? x->bytes : NULL, NULL, d) != MB_OK) return d->status;
+    x->run_batch = batch;
+    x->run = r;
+    if (reserve) x->bytes_batch = batch;
+  }
   if (reserve && x->step_bytes) /* the step alone: the evaluation's requests left out */
     for (int32_t i = 0; i < x->p->n_ev; i++) x->step_bytes[i] = x->p->ev[i].phase == MB_PHASE_EVAL ? 0 : x->bytes[i];
   uint64_t give_up = 0; /* a probe: reserved above usable - context cannot fit */
@@ -161,7 +176,7 @@ static int eval(const est *x, int64_t batch, int kind, mb_budget *bu, mb_diag *d
   return MB_OK;
 }
 
-static int fits_at(const est *x, int64_t batch, bool *fits, mb_diag *d) {
+static int fits_at(est *x, int64_t batch, bool *fits, mb_diag *d) {
   mb_budget bu;
   mb_diag local;
   mb_diag_init(&local);
@@ -186,7 +201,7 @@ void mb_budget_batching(const mb_setup *s, int32_t assumed, mb_budget *bu) {
 
 /* dynamic_peak ~ fixed + per_sample x batch, from two runs (per graph with per-sample dims;
  * within the graph-size table's count) */
-static int slope(const est *x, mb_budget *bu, mb_diag *d) {
+static int slope(est *x, mb_budget *bu, mb_diag *d) {
   const mb_train *tr = &x->s->train;
   int64_t lo = tr->batch_min, hi = bu->batch_size > lo ? bu->batch_size : lo + 1;
   int64_t limit = mb_setup_batch_limit(x->s);
@@ -205,7 +220,7 @@ static int slope(const est *x, mb_budget *bu, mb_diag *d) {
   return MB_OK;
 }
 
-static int solve(const est *x, mb_budget *bu, mb_diag *d) {
+static int solve(est *x, mb_budget *bu, mb_diag *d) {
   const mb_setup *s = x->s;
   const mb_train *tr = &s->train;
   if (tr->batch_min > tr->batch_max)
@@ -252,7 +267,7 @@ static int solve(const est *x, mb_budget *bu, mb_diag *d) {
 }
 
 int mb_estimate_plan(const mb_plan *p, mb_setup *s, mb_budget *bu, mb_diag *d) {
-  est x = {p, s, NULL, NULL, NULL};
+  est x = {.p = p, .s = s, .run_batch = -1, .bytes_batch = -1};
   if (s->train.reserved_model == MB_RESERVED_ALLOCATOR) {
     x.bytes = malloc(((size_t)p->n_ev + 1) * sizeof *x.bytes);
     if (p->eval_batch) x.step_bytes = malloc(((size_t)p->n_ev + 1) * sizeof *x.step_bytes);

@@ -13,6 +13,7 @@
 #include "graph/check.h"
 #include "onnx/convert.h"
 #include "onnx/external.h"
+#include "onnx/pb_arena.h"
 #include "onnx/reader.h"
 #include "onnx/wire.h"
 
@@ -26,14 +27,17 @@ static int read_model(struct mb_model *m, mb_reader *r, mb_diag *d) {
     mb_sb_free(&slim);
     return rc;
   }
+  mb_pb_arena pba; /* protobuf structures never outlive the load: freed at once */
+  mb_pb_arena_init(&pba);
   Onnx__ModelProto *pm =
-      onnx__model_proto__unpack(NULL, slim.len, (const uint8_t *)(slim.data ? slim.data : ""));
+      onnx__model_proto__unpack(&pba.allocator, slim.len, (const uint8_t *)(slim.data ? slim.data : ""));
   if (!pm) {
+    mb_pb_arena_free(&pba);
     mb_sb_free(&slim);
     return mb_fail(d, MB_E_PARSE, "not a valid ONNX ModelProto (protobuf-c could not unpack it)");
   }
   rc = mb_convert_model(pm, m, d);
-  onnx__model_proto__free_unpacked(pm, NULL); /* protobuf structures never outlive the load */
+  mb_pb_arena_free(&pba);
   mb_sb_free(&slim);
   if (rc == MB_OK) rc = mb_graph_check_model(m, d);
   return rc;

@@ -20,22 +20,36 @@
 int mb_interner_init(mb_interner *in, mb_arena *arena) {
   memset(in, 0, sizeof *in);
   in->arena = arena;
-  return mb_strmap_init(&in->map, 64) == 0 ? MB_OK : MB_E_NOMEM;
+  mb_arena_init(&in->memo_arena);
+  int bad = mb_strmap_init(&in->map, 64);
+  for (int k = 0; k < MB_MEMO_KINDS; k++) {
+    in->last[k] = -1;
+    bad |= mb_strmap_init(&in->memo[k], 16);
+  }
+  if (bad) {
+    mb_interner_free(in);
+    return MB_E_NOMEM;
+  }
+  return MB_OK;
 }
 
 void mb_interner_free(mb_interner *in) {
   mb_strmap_free(&in->map);
+  for (int k = 0; k < MB_MEMO_KINDS; k++) mb_strmap_free(&in->memo[k]);
+  mb_arena_destroy(&in->memo_arena);
   free(in->strs);
+  free(in->memos);
+  free(in->memo_keys);
   memset(in, 0, sizeof *in);
 }
 
+/* s[0..len) cut at limit and at its first NUL (a C string's end), interned: looked up in
+ * place, copied only the first time. */
 static const char *intern_upto(mb_interner *in, const char *s, size_t len, size_t limit) {
-  char stack[MAX_FRAMES + 1];
   if (limit > MAX_FRAMES) limit = MAX_FRAMES;
   if (len > limit) len = limit;
-  memcpy(stack, s, len);
-  stack[len] = '\0';
-  int32_t k = mb_strmap_get(&in->map, stack);
+  len = strnlen(s, len);
+  int32_t k = mb_strmap_get_n(&in->map, s, len); /* a memchr for NUL again: cheap beside the hash */
   if (k >= 0) return in->strs[k];
   if (in->n == in->cap) {
     int32_t cap = in->cap ? in->cap * 2 : 64;
@@ -44,7 +58,7 @@ static const char *intern_upto(mb_interner *in, const char *s, size_t len, size_
     in->strs = grown;
     in->cap = cap;
   }
-  const char *copy = mb_arena_strdup(in->arena, stack);
+  const char *copy = mb_arena_strndup(in->arena, s, len);
   if (!copy || mb_strmap_put(&in->map, copy, in->n, NULL) < 0) return NULL;
   in->strs[in->n] = copy;
   return in->strs[in->n++];
@@ -53,6 +67,18 @@ static const char *intern_upto(mb_interner *in, const char *s, size_t len, size_
 const char *mb_intern(mb_interner *in, const char *s, size_t len) { return intern_upto(in, s, len, MAX_ARGS); }
 
 /* ------------------------------------------------------------------ dynamo metadata */
+
+/* The first occurrence of needle[0..n) (n >= 1) in [p, end), or NULL: memchr for its first
+ * byte, so a stack trace or an FX node is not compared byte by byte. */
+static const char *find(const char *p, const char *end, const char *needle, size_t n) {
+  while (p && (size_t)(end - p) >= n) {
+    p = memchr(p, needle[0], (size_t)(end - p) - n + 1);
+    if (!p) return NULL;
+    if (!memcmp(p, needle, n)) return p;
+    p++;
+  }
+  return NULL;
+}
 
 /* The items of a Python list of strings ("['', 'a', 'a.b', 'name']"), quotes ' or " with
  * backslash escapes: calls item(ctx, text, len) for each; false when malformed. */
@@ -139,13 +165,9 @@ static bool is_placeholder_scope(const char *m) {
 /* "%name : [...] = call_function[target=torch.ops.aten.x.default](args = (...), kwargs = {...})" */
 static int parse_fx_node(const char *s, size_t len, mb_node *n, mb_interner *in) {
   const char *end = s + len;
-  const char *t = NULL;
-  for (const char *p = s; p + 7 <= end; p++)
-    if (!memcmp(p, "target=", 7)) {
-      t = p + 7;
-      break;
-    }
+  const char *t = find(s, end, "target=", 7);
   if (!t) return MB_OK;
+  t += 7;
   const char *te = t;
   while (te < end && *te != ']' && *te != '(') te++;
   if (te - t > 10 && !memcmp(t, "torch.ops.", 10)) t += 10;
@@ -156,8 +178,8 @@ static int parse_fx_node(const char *s, size_t len, mb_node *n, mb_interner *in)
   const char *p = te;
   for (int k = 0; k < 2; k++) {
     size_t kl = strlen(keys[k]);
-    while (p + kl <= end && memcmp(p, keys[k], kl)) p++;
-    if (p + kl > end) break;
+    p = find(p, end, keys[k], kl);
+    if (!p) break;
     p += kl;
     const char *a = p;
     int depth = 0;
@@ -246,6 +268,37 @@ static void caret_span(const char *p, const char *end, long *c0, long *c1) {
   *c1 = (long)(b - p);
 }
 
+/* Appends "fn:LINE:C0:C1:target:file\n" to buf[*len..size) (each text up to its first NUL),
+ * as snprintf would; false, leaving *len, when it does not fit with a terminator. */
+static bool put_frame(char *buf, size_t size, size_t *len, const char *fn, size_t fnl, const long num[3],
+                      const char *target, size_t tl, const char *file, size_t kl) {
+  char digits[3][24];
+  size_t dl[3];
+  for (int k = 0; k < 3; k++) {
+    char tmp[24];
+    unsigned long v = num[k] < 0 ? 0ul - (unsigned long)num[k] : (unsigned long)num[k];
+    size_t n = 0;
+    do tmp[n++] = (char)('0' + v % 10);
+    while ((v /= 10) && n < sizeof tmp);
+    dl[k] = 0;
+    if (num[k] < 0) digits[k][dl[k]++] = '-';
+    while (n) digits[k][dl[k]++] = tmp[--n];
+  }
+  fnl = strnlen(fn, fnl);
+  tl = strnlen(target, tl);
+  kl = strnlen(file, kl);
+  size_t need = fnl + dl[0] + dl[1] + dl[2] + tl + kl + 6;
+  if (need >= size - *len) return false;
+  char *o = buf + *len;
+  memcpy(o, fn, fnl), o += fnl, *o++ = ':';
+  for (int k = 0; k < 3; k++) memcpy(o, digits[k], dl[k]), o += dl[k], *o++ = ':';
+  memcpy(o, target, tl), o += tl, *o++ = ':';
+  memcpy(o, file, kl), o += kl, *o++ = '\n';
+  *o = '\0';
+  *len += need;
+  return true;
+}
+
 /* A Python stack trace ('File "/a/b/c.py", line 9, in f', the source line, and in Python 3.11+
  * a caret line under the expression being evaluated; outermost first) kept as: site, the
  * innermost frame as "b/c.py:f"; frames, every frame as "f:LINE:C0:C1:target:FILE\n" (the
@@ -257,25 +310,19 @@ static int parse_stack(const char *s, size_t len, mb_node *n, mb_interner *in) {
   char frames[MAX_FRAMES];
   size_t fl = 0;
   bool overflow = false;
-  for (const char *p = s; p + 6 <= end; p++) {
-    if (memcmp(p, "File \"", 6)) continue;
-    const char *file = p + 6, *q = file;
-    while (q < end && *q != '"') q++;
-    if (q >= end) break;
+  for (const char *p = find(s, end, "File \"", 6); p; p = find(p + 1, end, "File \"", 6)) {
+    const char *file = p + 6, *q = memchr(file, '"', (size_t)(end - file));
+    if (!q) break;
     long line = 0;
     const char *r = q;
     if (r + 8 <= end && !memcmp(r, "\", line ", 8)) line = strtol(r + 8, NULL, 10);
-    const char *fn = NULL, *eol = q;
-    while (eol < end && *eol != '\n') eol++;
-    for (const char *x = q; x + 5 <= eol; x++)
-      if (!memcmp(x, ", in ", 5)) {
-        fn = x + 5;
-        break;
-      }
+    const char *eol = memchr(q, '\n', (size_t)(end - q)), *fn;
+    if (!eol) eol = end;
+    if ((fn = find(q, eol, ", in ", 5))) fn += 5;
     size_t fnl = fn ? (size_t)(eol - fn) : 0;
     while (fnl && (fn[fnl - 1] == '\r' || fn[fnl - 1] == ' ')) fnl--;
-    const char *src = eol < end ? eol + 1 : end, *src_end = src;
-    while (src_end < end && *src_end != '\n') src_end++;
+    const char *src = eol < end ? eol + 1 : end, *src_end = memchr(src, '\n', (size_t)(end - src));
+    if (!src_end) src_end = end;
     long c0 = 0, c1 = 0;
     if (src_end < end) caret_span(src_end + 1, end, &c0, &c1);
     char target[128];
@@ -283,10 +330,8 @@ static int parse_stack(const char *s, size_t len, mb_node *n, mb_interner *in) {
     const char *key;
     size_t kl;
     file_key(file, (size_t)(q - file), &key, &kl);
-    int w = snprintf(frames + fl, sizeof frames - fl, "%.*s:%ld:%ld:%ld:%.*s:%.*s\n", (int)fnl, fn ? fn : "", line,
-                     c0, c1, (int)tl, target, (int)kl, key);
-    if (w < 0 || (size_t)w >= sizeof frames - fl) overflow = true;
-    else fl += (size_t)w;
+    if (!put_frame(frames, sizeof frames, &fl, fn ? fn : "", fnl, (long[3]){line, c0, c1}, target, tl, key, kl))
+      overflow = true;
     last_file = file;
     last_q = q;
     last_fn = fn;
@@ -343,7 +388,7 @@ static bool key_is(const entry *e, const char *k) {
   return e->key_len == n && !memcmp(e->key, k, n);
 }
 
-static int use_entry(const entry *e, mb_node *n, mb_interner *in) {
+static int parse_entry(const entry *e, mb_node *n, mb_interner *in) {
   if (!e->value) return MB_OK;
   if (key_is(e, "pkg.torch.onnx.class_hierarchy")) {
     scopes sc = {0};
@@ -377,6 +422,81 @@ static int use_entry(const entry *e, mb_node *n, mb_interner *in) {
     }
     return parse_fx_node(s, e->value_len, n, in);
   }
+  return MB_OK;
+}
+
+/* The fields `from` sets, set in `to`. mb_origin is all string pointers. */
+static void merge_origin(mb_origin *to, const mb_origin *from) {
+  _Static_assert(sizeof(mb_origin) % sizeof(const char *) == 0, "mb_origin holds only string pointers");
+  enum { FIELDS = sizeof(mb_origin) / sizeof(const char *) };
+  const char *f[FIELDS], *t[FIELDS];
+  memcpy(f, from, sizeof f);
+  memcpy(t, to, sizeof t);
+  for (int k = 0; k < FIELDS; k++)
+    if (f[k]) t[k] = f[k];
+  memcpy(to, t, sizeof t);
+}
+
+/* Entries read from their text alone (nothing the node already holds changes what they set,
+ * except that name_scopes names the FX node only when fx_node did not), so what one text set is
+ * kept and set again for the next node with the same text. A torch 2.x export repeats them: the
+ * nodes one FX node became are consecutive and share all four, and the 80 layers of a 70B
+ * decoder repeat each layer's few dozen stacks and class lists 80 times. Reading them afresh was
+ * most of its load. `hashed`: every text read is kept (few distinct); otherwise only the last
+ * one is compared (one per FX node). Texts holding a NUL are read each time. */
+static const struct {
+  const char *key;
+  bool hashed, fx_if_unset; /* fx_if_unset: sets fx only when the node has none (parse_entry) */
+} memo_kinds[MB_MEMO_KINDS] = {
+  {"pkg.torch.onnx.stack_trace", true, false},
+  {"pkg.torch.onnx.class_hierarchy", true, false},
+  {"pkg.torch.onnx.name_scopes", false, true},
+  {"pkg.torch.onnx.fx_node", false, false},
+};
+
+static void apply_memo(int kind, mb_origin *to, const mb_origin *memo) {
+  const char *fx = to->fx;
+  merge_origin(to, memo);
+  if (memo_kinds[kind].fx_if_unset && fx) to->fx = fx;
+}
+
+static int use_entry(const entry *e, mb_node *n, mb_interner *in) {
+  int kind = -1;
+  for (int k = 0; k < MB_MEMO_KINDS && e->value && kind < 0; k++)
+    if (key_is(e, memo_kinds[k].key)) kind = k;
+  if (kind < 0) return parse_entry(e, n, in);
+  int32_t k = in->last[kind];
+  if (k < 0 || in->last_len[kind] != e->value_len || memcmp(in->memo_keys[k], e->value, e->value_len))
+    k = memo_kinds[kind].hashed ? mb_strmap_get_n(&in->memo[kind], e->value, e->value_len) : -1;
+  if (k >= 0) {
+    in->last[kind] = k;
+    in->last_len[kind] = e->value_len;
+    apply_memo(kind, &n->origin, &in->memos[k]);
+    return MB_OK;
+  }
+  mb_node fresh;
+  memset(&fresh, 0, sizeof fresh);
+  int rc = parse_entry(e, &fresh, in);
+  if (rc != MB_OK) return rc;
+  apply_memo(kind, &n->origin, &fresh.origin);
+  if (memchr(e->value, '\0', e->value_len)) return MB_OK;
+  if (in->n_memos == in->cap_memos) {
+    int32_t cap = in->cap_memos ? in->cap_memos * 2 : 64;
+    mb_origin *grown = realloc(in->memos, (size_t)cap * sizeof *grown);
+    if (!grown) return MB_E_NOMEM;
+    in->memos = grown;
+    const char **keys = realloc(in->memo_keys, (size_t)cap * sizeof *keys);
+    if (!keys) return MB_E_NOMEM;
+    in->memo_keys = keys;
+    in->cap_memos = cap;
+  }
+  const char *key = mb_arena_strndup(&in->memo_arena, e->value, e->value_len);
+  if (!key || (memo_kinds[kind].hashed && mb_strmap_put(&in->memo[kind], key, in->n_memos, NULL) < 0))
+    return MB_E_NOMEM;
+  in->memo_keys[in->n_memos] = key;
+  in->memos[in->n_memos] = fresh.origin;
+  in->last[kind] = in->n_memos++;
+  in->last_len[kind] = e->value_len;
   return MB_OK;
 }
 

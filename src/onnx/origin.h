@@ -16,12 +16,24 @@
 #include "onnx.pb-c.h"
 #include "util/strmap.h"
 
+#define MB_MEMO_KINDS 4 /* stack_trace, class_hierarchy, name_scopes, fx_node */
+
 /* Interned strings of one model: the many nodes one FX node became share one copy. */
 typedef struct mb_interner {
   mb_arena *arena;
   mb_strmap map;     /* string -> index into strs */
   const char **strs;
   int32_t n, cap;
+  /* What a metadata entry's text was read as (origin.c's memo_kinds): a torch 2.x export
+   * repeats the same texts across the nodes of one FX node and across the layers of a decoder.
+   * Keys live in memo_arena, which goes with the interner. */
+  mb_arena memo_arena;
+  mb_strmap memo[MB_MEMO_KINDS]; /* text -> index into memos (the kinds that keep every text) */
+  mb_origin *memos;
+  const char **memo_keys;        /* the text each memo was read from */
+  int32_t n_memos, cap_memos;
+  int32_t last[MB_MEMO_KINDS];   /* the memo each kind used last, -1: none; one memcmp with it */
+  size_t last_len[MB_MEMO_KINDS];
 } mb_interner;
 
 int mb_interner_init(mb_interner *in, mb_arena *arena);

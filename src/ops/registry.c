@@ -1,4 +1,6 @@
 /* Lookup over the family tables. */
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/op.h"
@@ -37,13 +39,48 @@ const mb_op_def *mb_op_find(const char *domain, const char *op_type, int64_t ops
   return best;
 }
 
-static void resolve_graph(const mb_strmap *opsets, const struct mb_model *m, mb_graph *g) {
+/* What a resolve remembers: the entry of each op type of the domain "" met so far (every such
+ * node has the opset of the model's import of "", so the op type decides the entry), so that a
+ * model of tens of thousands of nodes scans the operator table once per op type, not per node.
+ * Nodes that name a domain, "ai.onnx" included (its own import, or none), are looked up each. */
+typedef struct resolver {
+  const mb_strmap *opsets;
+  mb_strmap known;         /* op type (the node's own string) -> index into defs */
+  const mb_op_def **defs;  /* NULL: unsupported */
+  int32_t n, cap;
+  bool failed;             /* out of memory: resolve every node afresh */
+} resolver;
+
+static const mb_op_def *resolve_op(resolver *r, const mb_node *n) {
+  if (n->domain[0] || r->failed) return mb_op_find(n->domain, n->op_type, n->opset);
+  int32_t k = mb_strmap_get(&r->known, n->op_type);
+  if (k >= 0) return r->defs[k];
+  const mb_op_def *def = mb_op_find(n->domain, n->op_type, n->opset);
+  if (r->n == r->cap) {
+    int32_t cap = r->cap ? r->cap * 2 : 64;
+    const mb_op_def **grown = realloc(r->defs, (size_t)cap * sizeof *grown);
+    if (!grown) {
+      r->failed = true;
+      return def;
+    }
+    r->defs = grown;
+    r->cap = cap;
+  }
+  if (mb_strmap_put(&r->known, n->op_type, r->n, NULL) < 0) {
+    r->failed = true;
+    return def;
+  }
+  r->defs[r->n++] = def;
+  return def;
+}
+
+static void resolve_graph(resolver *r, const struct mb_model *m, mb_graph *g) {
   for (int32_t k = 0; k < g->n_nodes; k++) {
     mb_node *n = &g->nodes[k];
-    int32_t i = mb_strmap_get(opsets, n->domain);
+    int32_t i = mb_strmap_get(r->opsets, n->domain);
     n->opset = i >= 0 ? m->opsets[i].version : -1;
-    n->op = mb_op_find(n->domain, n->op_type, n->opset);
-    for (int32_t s = 0; s < mb_node_num_subgraphs(n); s++) resolve_graph(opsets, m, mb_node_subgraph(n, s));
+    n->op = resolve_op(r, n);
+    for (int32_t s = 0; s < mb_node_num_subgraphs(n); s++) resolve_graph(r, m, mb_node_subgraph(n, s));
   }
 }
 
@@ -57,7 +94,11 @@ int mb_ops_resolve_model(struct mb_model *m, mb_diag *d) {
       mb_strmap_free(&opsets);
       return mb_fail(d, MB_E_NOMEM, "out of memory");
     }
-  resolve_graph(&opsets, m, m->graph);
+  resolver r = {.opsets = &opsets};
+  r.failed = mb_strmap_init(&r.known, 64) != 0;
+  resolve_graph(&r, m, m->graph);
+  mb_strmap_free(&r.known);
+  free(r.defs);
   mb_strmap_free(&opsets);
   return MB_OK;
 }

@@ -98,6 +98,107 @@ static bool fn_is(const frame_rec *f, const char *name) {
 static bool torch_module(const char *mod, size_t ml) { return ml >= 6 && !memcmp(mod, "torch.", 6); }
 static bool torch_file(const frame_rec *f) { return f->file_len >= 6 && !memcmp(f->file, "torch/", 6); }
 
+/* A recorded stack and its module classes, read once for every lnode that shares them (the
+ * strings are interned, so equal texts are one pointer): a 70B decoder has tens of thousands of
+ * lnodes and a few hundred distinct stacks, and local_holds asks for a frame of each lnode at
+ * every level. */
+typedef struct stack_info {
+  const char *frames, *classes; /* the key */
+  int32_t n;                    /* frames in fr, -1 when malformed */
+  frame_rec *fr;
+  int32_t n_cls;                /* lines of classes; -1 without classes */
+  const char *mods[64];         /* the first 64 lines (frame_at wants no more) */
+  size_t ml[64];
+} stack_info;
+
+typedef struct stacks {
+  stack_info *info;   /* distinct (frames, classes) pairs */
+  int32_t n, cap;
+  int32_t *of_lnode;  /* lnode -> index into info, -1 without frames */
+  int32_t *levels;    /* lnode -> scope_levels of its scope, -1 without one */
+} stacks;
+
+static int32_t scope_levels(const char *scope);
+
+static int read_stack(stack_info *si, const char *frames, const char *classes) {
+  frame_rec fr[MAX_STACK];
+  si->frames = frames;
+  si->classes = classes;
+  si->n = parse_frames(frames, fr);
+  si->fr = NULL;
+  if (si->n > 0) {
+    si->fr = malloc((size_t)si->n * sizeof *si->fr);
+    if (!si->fr) return MB_E_NOMEM;
+    memcpy(si->fr, fr, (size_t)si->n * sizeof *si->fr);
+  }
+  si->n_cls = -1;
+  if (!classes) return MB_OK;
+  si->n_cls = 0;
+  for (const char *c = classes; *c; c++) si->n_cls += *c == '\n';
+  const char *c = classes;
+  for (int32_t k = 0; k < si->n_cls && k < 64; k++) {
+    const char *eol = strchr(c, '\n');
+    si->mods[k] = c;
+    si->ml[k] = (size_t)(eol - c);
+    c = eol + 1;
+  }
+  return MB_OK;
+}
+
+static void stacks_free(stacks *st) {
+  for (int32_t i = 0; i < st->n; i++) free(st->info[i].fr);
+  free(st->info);
+  free(st->of_lnode);
+  free(st->levels);
+  memset(st, 0, sizeof *st);
+}
+
+/* Every lnode's stack, read once per distinct (frames, classes) pair, and its scope's depth. */
+static int stacks_read(const mb_model_state *ms, stacks *st) {
+  memset(st, 0, sizeof *st);
+  size_t cap = 16;
+  while (cap < 2 * (size_t)ms->n_ln + 1) cap *= 2;
+  int32_t *table = malloc(cap * sizeof *table); /* open addressing: index into info, -1 empty */
+  st->of_lnode = malloc(((size_t)ms->n_ln + 1) * sizeof *st->of_lnode);
+  st->levels = malloc(((size_t)ms->n_ln + 1) * sizeof *st->levels);
+  if (!table || !st->of_lnode || !st->levels) {
+    free(table);
+    return MB_E_NOMEM;
+  }
+  for (size_t i = 0; i < cap; i++) table[i] = -1;
+  int rc = MB_OK;
+  for (int32_t i = 0; i < ms->n_ln && rc == MB_OK; i++) {
+    const mb_origin *o = &ms->g->nodes[ms->ln[i].node].origin;
+    st->of_lnode[i] = -1;
+    st->levels[i] = o->scope ? scope_levels(o->scope) : -1;
+    if (!o->frames) continue;
+    uint64_t h = ((uint64_t)(uintptr_t)o->frames * 0x9e3779b97f4a7c15ull) ^ (uint64_t)(uintptr_t)o->classes;
+    h *= 0xff51afd7ed558ccdull;
+    size_t slot = (size_t)(h >> 32) & (cap - 1);
+    while (table[slot] >= 0 &&
+           (st->info[table[slot]].frames != o->frames || st->info[table[slot]].classes != o->classes))
+      slot = (slot + 1) & (cap - 1);
+    if (table[slot] < 0) {
+      if (st->n == st->cap) {
+        int32_t c2 = st->cap ? st->cap * 2 : 64;
+        stack_info *grown = realloc(st->info, (size_t)c2 * sizeof *grown);
+        if (!grown) {
+          rc = MB_E_NOMEM;
+          break;
+        }
+        st->info = grown;
+        st->cap = c2;
+      }
+      rc = read_stack(&st->info[st->n], o->frames, o->classes);
+      st->n++;
+      table[slot] = st->n - 1;
+    }
+    st->of_lnode[i] = table[slot];
+  }
+  free(table);
+  return rc;
+}
+
 /* Frame `level` (0 = the root module's forward) of a node's recorded stack: the forward of the
  * module at that level; false when the stack has none. The stack holds the forwards of the
  * modules it runs in, innermost last, and wrappers outside the root (membudget's output
@@ -106,28 +207,17 @@ static bool torch_file(const frame_rec *f) { return f->file_len >= 6 && !memcmp(
  * known (origin.classes) the levels take the forwards from the innermost, except that a torch
  * module whose next frame is not in torch's files has none; without classes the forwards are
  * matched to the module levels from the innermost. */
-static bool frame_at(const mb_origin *o, int32_t levels, int32_t level, frame_info *fi) {
-  frame_rec fr[MAX_STACK];
-  int32_t n = parse_frames(o->frames, fr);
+static bool frame_at(const stack_info *si, int32_t levels, int32_t level, frame_info *fi) {
+  const frame_rec *fr = si->fr;
+  int32_t n = si->n;
   if (n < 0) return false;
   int32_t want = -1;
-  int32_t n_cls = 0;
-  for (const char *c = o->classes; c && *c; c++) n_cls += *c == '\n';
-  if (o->classes && n_cls == levels) {
-    const char *mods[64];
-    size_t ml[64];
+  if (si->n_cls >= 0 && si->n_cls == levels) {
     if (levels > 64) return false;
-    const char *c = o->classes;
-    for (int32_t k = 0; k < levels; k++) {
-      const char *eol = strchr(c, '\n');
-      mods[k] = c;
-      ml[k] = (size_t)(eol - c);
-      c = eol + 1;
-    }
     int32_t j = n - 1;
     for (int32_t l = levels - 1; l >= level; l--) {
       while (j >= 0 && !fn_is(&fr[j], "forward")) j--;
-      bool frameless = j < 0 || (torch_module(mods[l], ml[l]) && !torch_file(&fr[j]));
+      bool frameless = j < 0 || (torch_module(si->mods[l], si->ml[l]) && !torch_file(&fr[j]));
       if (l == level) want = frameless ? -1 : j;
       if (!frameless) j--;
     }
@@ -192,14 +282,15 @@ static bool container_items(const char *a, size_t an, const char *b, size_t bn) 
 
 /* Did the execution st already run what lnode q runs: the same op in the module itself (own),
  * or a call of the same child module or of another item of its container? */
-static bool made_before(const mb_model_state *ms, const stmt *st, int32_t q, int32_t level, bool own, size_t child) {
+static bool made_before(const mb_model_state *ms, const stacks *sk, const stmt *st, int32_t q, int32_t level, bool own,
+                        size_t child) {
   const mb_origin *cur = &ms->g->nodes[ms->ln[q].node].origin;
   size_t cn;
   const char *cc = last_component(cur->scope, child, &cn);
   for (int32_t i = st->first; i <= st->last; i++) {
     const mb_origin *o = &ms->g->nodes[ms->ln[i].node].origin;
     if (!o->scope) continue;
-    bool o_own = scope_levels(o->scope) == level + 1;
+    bool o_own = sk->levels[i] == level + 1;
     if (own && o_own && o->fx && cur->fx && !strcmp(o->fx, cur->fx)) return true;
     if (own || o_own) continue;
     size_t on, ol = level_prefix(o->scope, level + 1);
@@ -223,10 +314,11 @@ static bool made_before(const mb_model_state *ms, const stmt *st, int32_t q, int
  * self.conv1(F.silu(self.norm1(x)))` is norm1, silu and conv1 in one execution, as is `x = x +
  * self.stochastic_depth(self.attn(self.norm1(x)))`; `for _ in range(n): h =
  * self.lin(F.relu(h))` is relu, lin, then relu again: the next execution). */
-static bool same_execution(const mb_model_state *ms, const stmt *st, int32_t q, int32_t level, const frame_info *fi) {
+static bool same_execution(const mb_model_state *ms, const stacks *sk, const stmt *st, int32_t q, int32_t level,
+                           const frame_info *fi) {
   if (st->line != fi->line) return false;
   const mb_origin *prev = &ms->g->nodes[ms->ln[st->last].node].origin, *cur = &ms->g->nodes[ms->ln[q].node].origin;
-  bool own = scope_levels(cur->scope) == level + 1, prev_own = scope_levels(prev->scope) == level + 1;
+  bool own = sk->levels[q] == level + 1, prev_own = sk->levels[st->last] == level + 1;
   size_t child = level_prefix(cur->scope, level + 1), pchild = level_prefix(prev->scope, level + 1);
   bool same_child = !own && !prev_own && pchild == child && !strncmp(prev->scope, cur->scope, child);
   if (st->c1 > st->c0 && fi->c1 > fi->c0) {
@@ -236,15 +328,16 @@ static bool same_execution(const mb_model_state *ms, const stmt *st, int32_t q, 
     return !inside && !left;
   }
   if (same_child || (own && prev_own)) return true;
-  return !made_before(ms, st, q, level, own, child);
+  return !made_before(ms, sk, st, q, level, own, child);
 }
 
 /* Hold each bound local's storage until it is rebound or its module returns. */
-static int local_holds(mb_builder *b, mb_model_state *ms, const int32_t *producer, int32_t *until, int32_t *n) {
+static int local_holds(mb_builder *b, mb_model_state *ms, const stacks *sk, const int32_t *producer, int32_t *until,
+                       int32_t *n) {
   int32_t max_levels = 0;
   for (int32_t i = 0; i < ms->n_ln; i++) {
     const mb_origin *o = &ms->g->nodes[ms->ln[i].node].origin;
-    if (o->frames && o->scope && scope_levels(o->scope) > max_levels) max_levels = scope_levels(o->scope);
+    if (o->frames && o->scope && sk->levels[i] > max_levels) max_levels = sk->levels[i];
   }
   stmt *st = max_levels ? malloc((size_t)ms->n_ln * sizeof *st) : NULL;
   if (max_levels && !st) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
@@ -252,7 +345,7 @@ static int local_holds(mb_builder *b, mb_model_state *ms, const int32_t *produce
     /* regions: runs of lnodes inside one call of the module at this level */
     for (int32_t i = 0; i < ms->n_ln;) {
       const mb_origin *o = &ms->g->nodes[ms->ln[i].node].origin;
-      if (!o->scope || !o->frames || scope_levels(o->scope) <= level) {
+      if (!o->scope || !o->frames || sk->levels[i] <= level) {
         i++;
         continue;
       }
@@ -260,16 +353,16 @@ static int local_holds(mb_builder *b, mb_model_state *ms, const int32_t *produce
       int32_t end = i, n_st = 0, depth = -1;
       while (end < ms->n_ln) {
         const mb_origin *q = &ms->g->nodes[ms->ln[end].node].origin;
-        if (!q->scope || !q->frames || scope_levels(q->scope) <= level || strncmp(q->scope, o->scope, plen) ||
+        if (!q->scope || !q->frames || sk->levels[end] <= level || strncmp(q->scope, o->scope, plen) ||
             q->scope[plen] != '/')
           break;
         frame_info fi;
-        if (!frame_at(q, scope_levels(q->scope), level, &fi)) break;
+        if (!frame_at(&sk->info[sk->of_lnode[end]], sk->levels[end], level, &fi)) break;
         /* the module's forward at another depth of the stack: a forward the first one called
          * (`return loss(super().forward(x))`) has returned, or another has begun */
         if (depth >= 0 && fi.index != depth) break;
         depth = fi.index;
-        if (n_st && same_execution(ms, &st[n_st - 1], end, level, &fi)) {
+        if (n_st && same_execution(ms, sk, &st[n_st - 1], end, level, &fi)) {
           st[n_st - 1].last = end;
           st[n_st - 1].c0 = fi.c0;
           st[n_st - 1].c1 = fi.c1;
@@ -331,12 +424,13 @@ static bool in_call(const mb_model_state *ms, int32_t j, const char *key, size_t
   return !strncmp(p, fn, fn_len) && p[fn_len] == ':';
 }
 
-static void message_passing_holds(mb_builder *b, mb_model_state *ms, const int32_t *producer, int32_t *until,
-                                  int32_t *n_holds) {
-  frame_rec fr[MAX_STACK];
+static void message_passing_holds(mb_builder *b, mb_model_state *ms, const stacks *sk, const int32_t *producer,
+                                  int32_t *until, int32_t *n_holds) {
   for (int32_t i = 0; i < ms->n_ln;) {
     const mb_origin *o = &ms->g->nodes[ms->ln[i].node].origin;
-    int32_t n = o->frames && o->scope ? parse_frames(o->frames, fr) : -1, k;
+    const stack_info *si = o->frames && o->scope ? &sk->info[sk->of_lnode[i]] : NULL;
+    const frame_rec *fr = si ? si->fr : NULL;
+    int32_t n = si ? si->n : -1, k;
     if (n < 0 || !passes_messages(fr, n, &k)) {
       i++;
       continue;
@@ -347,16 +441,16 @@ static void message_passing_holds(mb_builder *b, mb_model_state *ms, const int32
     while (end + 1 < ms->n_ln && in_call(ms, end + 1, key, key_len, fn, fn_len, mod, mod_len)) end++;
     /* collect's statements: the last lnode of each run of one line binds its target */
     for (int32_t j = i; j <= end; j++) {
-      const mb_origin *q = &ms->g->nodes[ms->ln[j].node].origin;
-      frame_rec qf[MAX_STACK];
-      int32_t qn = parse_frames(q->frames, qf);
+      const stack_info *qs = &sk->info[sk->of_lnode[j]];
+      const frame_rec *qf = qs->fr;
+      int32_t qn = qs->n;
       if (qn <= k + 1 || qf[k].fn_len != fn_len || memcmp(qf[k].fn, fn, fn_len) || qf[k + 1].fn_len < 7 ||
           memcmp(qf[k + 1].fn + qf[k + 1].fn_len - 7, "collect", 7) || !qf[k + 1].target_len)
         continue;
       if (j < end) {
-        const mb_origin *nx = &ms->g->nodes[ms->ln[j + 1].node].origin;
-        frame_rec nf[MAX_STACK];
-        int32_t nn = parse_frames(nx->frames, nf);
+        const stack_info *ns = &sk->info[sk->of_lnode[j + 1]];
+        const frame_rec *nf = ns->fr;
+        int32_t nn = ns->n;
         if (nn > k + 1 && nf[k + 1].line == qf[k + 1].line && fn_is(&nf[k + 1], "collect") == fn_is(&qf[k + 1], "collect"))
           continue; /* the statement goes on */
       }
@@ -414,8 +508,15 @@ int mb_module_holds(mb_builder *b, int model, mb_hold **out, int32_t *n_out) {
       }
     }
   }
-  if (local_holds(b, ms, producer, until, &n) != MB_OK) return b->d->status;
-  message_passing_holds(b, ms, producer, until, &n);
+  stacks sk;
+  if (stacks_read(ms, &sk) != MB_OK) {
+    stacks_free(&sk);
+    return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  }
+  int rc = local_holds(b, ms, &sk, producer, until, &n);
+  if (rc == MB_OK) message_passing_holds(b, ms, &sk, producer, until, &n);
+  stacks_free(&sk);
+  if (rc != MB_OK) return b->d->status;
   if (!n) return MB_OK;
   mb_hold *h = mb_arena_array(&b->a, (size_t)n, sizeof(mb_hold));
   if (!h) return mb_fail(b->d, MB_E_NOMEM, "out of memory");

@@ -18,4 +18,7 @@ void mb_strmap_free(mb_strmap *m);
 int mb_strmap_put(mb_strmap *m, const char *key, int32_t val, int32_t *existing);
 /* The value, or -1 when absent. */
 int32_t mb_strmap_get(const mb_strmap *m, const char *key);
+/* The value of the key s[0..n) (s need not be terminated at n), or -1 when absent (always
+ * when s[0..n) holds a NUL: a key never does). */
+int32_t mb_strmap_get_n(const mb_strmap *m, const char *s, size_t n);
 #endif
