@@ -109,8 +109,9 @@ static void print_human(const char *path, const mb_model *m, const mb_model *tea
   else
     printf("device   not given (--gpu or --device-memory)\n");
   if (b->world_size > 1)
-    printf("ranks    %lld: the budget is one rank's at its batch; global batch %lld\n", (long long)b->world_size,
-           (long long)b->global_batch_size);
+    printf("ranks    %lld: the budget is one rank's at its batch; global batch %lld = %lld x %lld accumulation x %lld ranks\n",
+           (long long)b->world_size, (long long)b->global_batch_size, (long long)b->batch_size,
+           (long long)b->grad_accumulation, (long long)b->world_size);
   printf("batch    %lld%s%s%s", (long long)b->batch_size, units ? " " : "", unit,
          b->solved ? (b->batch_limit && b->batch_size == b->batch_limit ? " (solved: every graph of the graph sizes fits)"
                                                                         : " (solved: the largest that fits)")

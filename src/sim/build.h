@@ -101,4 +101,7 @@ int mb_dist_events(mb_builder *b);
 /* dist.c: FSDP1's largest flat parameter shard in elements (0 otherwise): a for-loop optimizer
  * step's temporaries are per FlatParameter */
 uint64_t mb_dist_flat_largest(const mb_builder *b);
+/* dist_accum.c: the trainable initializer whose accumulated .grad event e makes at setup
+ * (grad_accumulation > 1), else -1 */
+int32_t mb_dist_accum_grad_value(const mb_builder *b, const mb_event_rec *e);
 #endif

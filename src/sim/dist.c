@@ -476,6 +476,11 @@ int mb_dist_fsdp_events(mb_builder *b) {
       if (owner != k) continue;
       rc = add(b, &w, i > grad_at[k] ? 2 * (int64_t)i + 1 : pos, 0, MB_PHASE_BACKWARD, e->slot);
     }
+    /* gradient accumulation: the unsharded .grad the micro-steps kept goes too (dist_accum.c) */
+    for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++) {
+      int32_t v = mb_dist_accum_grad_value(b, &p->ev[i]);
+      if (v >= 0 && value_unit[v] == k) rc = add(b, &w, pos, 0, MB_PHASE_BACKWARD, p->ev[i].slot);
+    }
     /* CPUOffload: the reduce-scatter output is copied to the host, where the .grad shard lives */
     bool host = o->offload == MB_OFFLOAD_PARAMS;
     if (host) p->host_bytes += u.grad_shard[k];

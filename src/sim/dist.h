@@ -73,6 +73,23 @@ static inline int32_t mb_dist_state_shards(const mb_dist_opts *o) {
   return mb_dist_is_zero(o) && o->world_size > 1 ? o->world_size : mb_dist_shards(o);
 }
 
+/* Gradient accumulation (grad_accumulation > 1): ZeRO-2 and -3 reduce every micro-step into the
+ * rank's gradient partition, which accumulates (stage_1_and_2.py copy_grads_in_partition,
+ * stage3.py partition_grads): no .grad outlives a micro-step. The others keep whole .grad
+ * tensors across the micro-steps before the last: DDP's no_sync(), ZeRO-1 (reduced only at the
+ * accumulation boundary), FSDP2 without gradient sync (the unsharded parameters' .grad) and
+ * FSDP1's no_sync() (the unsharded flat gradient). */
+static inline bool mb_dist_accumulates_in_partition(const mb_dist_opts *o) {
+  return o->world_size > 1 && (o->strategy == MB_STRATEGY_ZERO2 || o->strategy == MB_STRATEGY_ZERO3);
+}
+
+/* FSDP reduce-scatters each unit's gradients after its backward (dist.c): the unsharded .grad
+ * kept across micro-steps goes there in the last one. FSDP1 runs NO_SHARD on one rank. */
+static inline bool mb_dist_fsdp_reduces(const mb_dist_opts *o) {
+  return o->strategy == MB_STRATEGY_FSDP && o->sharding != MB_FSDP_NO_SHARD &&
+         !(o->fsdp_version == 1 && mb_dist_shards(o) <= 1);
+}
+
 /* A rank's elements of a tensor split over shards ranks: FSDP splits dim 0, padded to a
  * multiple of the shard count; ZeRO splits its flat buffer evenly (numel / shards, rounded up). */
 int64_t mb_dist_shard_numel(const mb_dist_opts *o, int32_t shards, const int64_t *dims, int rank, int64_t numel);

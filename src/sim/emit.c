@@ -488,7 +488,8 @@ static int batchnorm_counters(emitter *e) {
  * zero_grad(set_to_none=False) instead of freed. They exist before backward, which adds into
  * them (AccumulateGrad: variable_grad += new_grad). */
 static bool persistent_grads(const mb_step *step) {
-  return step->grad_accumulation > 1 || step->eval.zero_grad == MB_ZERO_GRAD_ZERO;
+  return (step->grad_accumulation > 1 && !mb_dist_accumulates_in_partition(&step->dist)) ||
+         step->eval.zero_grad == MB_ZERO_GRAD_ZERO;
 }
 
 /* Several ranks: what the budget does not model yet is refused, not estimated as one GPU. */
@@ -502,8 +503,7 @@ static int dist_supported(const mb_builder *b) {
   if (o->offload != MB_OFFLOAD_NONE && !zero && o->strategy != MB_STRATEGY_FSDP)
     return mb_fail(b->d, MB_E_INVALID_ARG, "offload needs strategy zero1, zero2, zero3 or fsdp");
   if (!zero && (o->strategy != MB_STRATEGY_FSDP || mb_dist_shards(o) <= 1)) return MB_OK;
-  const char *what = step->grad_accumulation > 1 ? "grad_accumulation"
-                     : step->eval.zero_grad == MB_ZERO_GRAD_ZERO ? "zero_grad zero"
+  const char *what = step->eval.zero_grad == MB_ZERO_GRAD_ZERO ? "zero_grad zero"
                      : step->eval.batch ? "an evaluation (eval_batch)"
                      : step->ema ? "an EMA copy" : !zero && step->master_weights ? "master weights" : NULL;
   if (what)
@@ -643,8 +643,9 @@ static int emit_setup(emitter *e, loss_state *ls) {
         if (host) p->host_bytes += 2 * numel * 4; /* the master and the fp32 gradients the CPU step reads */
         else if (fixed(e, 0, MB_CAT_MASTER, numel * 4, "fp32 master weight", 1) < 0) return b->d->status;
       }
-      if (persistent_grads(step)) {
-        int32_t s = fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, numel), ct->name, 1);
+      if (persistent_grads(step)) { /* accumulated: the whole .grad (sim/dist.h), FSDP's unsharded */
+        uint64_t kept = step->grad_accumulation > 1 ? (uint64_t)ct->numel : numel;
+        int32_t s = fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, kept), ct->name, 1);
         if (s < 0) return b->d->status;
         e->pgrad[v] = s;
       }
@@ -780,8 +781,10 @@ static int emit_eval(emitter *e) {
   const mb_graph *g = ms->g;
   e->dup = NULL;
   p->step_end = p->n_ev;
-  /* zero_grad(set_to_none=True), the step's last act: every .grad goes (a storage once) */
-  if (step->eval.zero_grad == MB_ZERO_GRAD_NONE) {
+  /* zero_grad(set_to_none=True), the step's last act: every .grad goes (a storage once); FSDP
+   * dropped the accumulated unsharded ones at its reduce-scatters already (dist.c) */
+  bool reduced = step->grad_accumulation > 1 && mb_dist_fsdp_reduces(&step->dist);
+  if (step->eval.zero_grad == MB_ZERO_GRAD_NONE && !reduced) {
     bool *gone = mb_arena_array(&b->a, (size_t)p->n_slots + 1, sizeof(bool));
     if (!gone) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
     for (int32_t v = 0; v < g->n_values; v++) {

@@ -118,7 +118,7 @@ def test_bad_values(cli, mlp, args, needle):
 
 
 def test_not_modelled_yet_is_refused(cli, mlp):
-    p = run(cli, "estimate", mlp, "--batch", "2", "--world-size", "2", "--strategy", "fsdp", "--grad-accumulation", "2")
+    p = run(cli, "estimate", mlp, "--batch", "2", "--world-size", "2", "--strategy", "fsdp", "--zero-grad", "zero")
     assert p.returncode == 1 and "not modelled yet" in p.stderr
 
 
