@@ -197,7 +197,10 @@ static int32_t fixed_slot(mb_builder *b, int cat, uint64_t bytes, const char *na
  * is copied into, the output freed. Returns the unsharded slot. */
 /* Which slots the step itself frees, into freed (n_slots entries, false). */
 static void mark_freed(const mb_plan *p, bool *freed) {
-  for (int32_t i = 0; i < p->n_ev; i++)
+  /* an evaluation's zero_grad frees every .grad (emit_eval): not the wrapper's doing, and
+   * dist_eval.c drops it where the wrapper freed the .grad already */
+  int32_t end = p->eval_batch && p->step_end < p->n_ev ? p->step_end : p->n_ev;
+  for (int32_t i = 0; i < end; i++)
     if (!p->ev[i].alloc) freed[p->ev[i].slot] = true;
 }
 
@@ -518,7 +521,7 @@ static int zero_grads(mb_builder *b, weave *w) {
   bool *freed = freed_by_step(p);
   int32_t *pending = malloc(((size_t)p->n_ev + 1) * sizeof(int32_t));
   int rc = freed && pending ? MB_OK : nomem(b);
-  int32_t n_pending = 0, last_bwd = -1, last = p->n_ev - 1;
+  int32_t n_pending = 0, last_bwd = -1, last = (p->eval_batch && p->step_end < p->n_ev ? p->step_end : p->n_ev) - 1;
   int64_t filled = 0;
   for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++) {
     const mb_event_rec *e = &p->ev[i];
@@ -555,7 +558,11 @@ static int weave_in(mb_builder *b, weave *w) {
       rc = nomem(b);
     } else {
       int32_t k = 0, j = 0;
+      int32_t *marks[3] = {&p->step_end, &p->eval_fwd_first, &p->eval_fwd_end}, moved[3];
+      for (int m = 0; m < 3; m++) moved[m] = *marks[m] >= p->n_ev ? n : *marks[m];
       for (int32_t i = 0; i < p->n_ev; i++) {
+        for (int m = 0; m < 3; m++) /* the evaluation's event indices follow their events */
+          if (*marks[m] == i) moved[m] = k;
         while (j < w->n && w->at[j].pos == 2 * (int64_t)i) ev[k++] = w->at[j++].ev;
         ev[k++] = p->ev[i];
         while (j < w->n && w->at[j].pos == 2 * (int64_t)i + 1) ev[k++] = w->at[j++].ev;
@@ -564,7 +571,11 @@ static int weave_in(mb_builder *b, weave *w) {
       free(p->ev);
       p->ev = ev;
       p->n_ev = p->cap_ev = n;
+      for (int m = 0; m < 3; m++) *marks[m] = moved[m];
     }
   }
   return rc;
 }
+
+/* The module path prefix of path that is one unit (dist_eval.c): as the step's gathers. */
+size_t mb_dist_unit_prefix(const mb_dist_opts *o, const char *path) { return wrapped_prefix(o, path); }

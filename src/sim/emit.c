@@ -504,7 +504,6 @@ static int dist_supported(const mb_builder *b) {
     return mb_fail(b->d, MB_E_INVALID_ARG, "offload needs strategy zero1, zero2, zero3 or fsdp");
   if (!zero && (o->strategy != MB_STRATEGY_FSDP || mb_dist_shards(o) <= 1)) return MB_OK;
   const char *what = step->eval.zero_grad == MB_ZERO_GRAD_ZERO ? "zero_grad zero"
-                     : step->eval.batch ? "an evaluation (eval_batch)"
                      : step->ema ? "an EMA copy" : !zero && step->master_weights ? "master weights" : NULL;
   if (what)
     return mb_fail(b->d, MB_E_UNSUPPORTED, "strategy %s with %s is not modelled yet", zero ? "zero" : "fsdp", what);

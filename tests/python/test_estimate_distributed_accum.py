@@ -11,6 +11,7 @@ from estimate_util import EXACT
 from test_estimate_distributed import BUCKET, LEVELS, PARAMS, PART, SHARD1, SHARD2, est, mlp, zero  # noqa: F401
 
 ACC = ["--grad-accumulation", "3"]
+W1B1, W2B2 = 4 * (32 + 8), 4 * (24 + 3)  # fc1's and fc2's parameters, whole
 
 
 def batch_of(cli, mlp):  # noqa: F811
@@ -91,3 +92,72 @@ def test_global_batch_is_micro_batch_times_accumulation_times_ranks(cli, mlp):  
     assert doc["budget"]["global_batch_size"] == 4 * 3 * 2
     text = run(cli, "estimate", mlp, *args).stdout
     assert "global batch 24 = 4 x 3 accumulation x 2 ranks" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation after the step (--eval-batch): a forward under no_grad with the parameters sharded
+# ---------------------------------------------------------------------------------------------
+def trace_of(cli, mlp, *args):  # noqa: F811
+    p = run(cli, "estimate", mlp, "--batch", "4", "--optimizer", "sgd", *EXACT, "--world-size", "2", "--eval-batch",
+            "6", *args, "--json", "--trace", check=0)
+    assert p.returncode in (0, 3), p.stderr
+    return json.loads(p.stdout)["trace"]
+
+
+def gathers(trace):
+    return [(e["event"], e["bytes"]) for e in trace if e["phase"] == "eval" and "(evaluation)" in e["tensor"]]
+
+
+def test_fsdp2_eval_gathers_each_unit_around_its_forward(cli, mlp):  # noqa: F811
+    """FULL_SHARD: fc1 then fc2 gathered (an all-gather output of two padded shards, freed after
+    the copy-out, and the unsharded parameters) before it runs and resharded after it; the root
+    holds no parameter here. zero_grad before the evaluation frees the sharded gradients."""
+    t = trace_of(cli, mlp, "--strategy", "fsdp", "--fsdp-wrap", "fc*")
+    assert gathers(t) == [("alloc", 2 * SHARD1), ("alloc", W1B1), ("free", 2 * SHARD1), ("free", W1B1),
+                          ("alloc", 2 * SHARD2), ("alloc", W2B2), ("free", 2 * SHARD2), ("free", W2B2)]
+    freed = sorted(e["bytes"] for e in t if e["tensor"] == "FSDP sharded gradients" and e["event"] == "free")
+    assert freed == sorted([SHARD1, SHARD2]) and all(
+        e["phase"] == "eval" for e in t if e["tensor"] == "FSDP sharded gradients" and e["event"] == "free")
+
+
+def test_shard_grad_op_eval_keeps_units_gathered(cli, mlp):  # noqa: F811
+    """reshard_after_forward=False: no unit is resharded in forward; under no_grad no backward
+    frees them, so they stay gathered to the evaluation's end (FSDP1: into the padded flat
+    parameters, 2 x 20 and 2 x 14 elements)."""
+    t = trace_of(cli, mlp, "--strategy", "fsdp", "--fsdp-wrap", "fc*", "--fsdp-sharding", "shard_grad_op",
+                 "--fsdp-version", "1")
+    assert gathers(t) == [("alloc", 4 * 40), ("alloc", 4 * 28), ("free", 4 * 40), ("free", 4 * 28)]
+
+
+def test_zero3_eval_gathers_each_module(cli, mlp):  # noqa: F811
+    t = trace_of(cli, mlp, "--strategy", "zero3", "--reduce-bucket-size", "1000",
+                 "--stage3-param-persistence-threshold", "0")
+    assert gathers(t) == [("alloc", W1B1), ("free", W1B1), ("alloc", W2B2), ("free", W2B2)]
+
+
+@pytest.mark.parametrize("args", [["--strategy", "ddp", "--gradient-as-bucket-view"], ["--strategy", "ddp"],
+                                  ["--strategy", "fsdp", "--fsdp-wrap", "fc*"],
+                                  ["--strategy", "fsdp", "--fsdp-wrap", "fc*", "--grad-accumulation", "2"],
+                                  ["--strategy", "zero1", "--reduce-bucket-size", "1000"],
+                                  ["--strategy", "zero2", "--reduce-bucket-size", "1000"]])
+def test_eval_frees_every_grad_once(cli, mlp, args):  # noqa: F811
+    """The evaluation's zero_grad frees what the wrapper has not freed already: no storage is
+    freed twice, none is freed without being allocated, and every .grad is gone when the
+    evaluation's forward starts."""
+    t = trace_of(cli, mlp, *args)
+    live = {}
+    for e in t:
+        if e["event"] == "alloc":
+            assert not live.get(e["storage"]), e
+            live[e["storage"]] = e
+        else:
+            assert live.pop(e["storage"], None) is not None, e
+    first_eval = next(i for i, e in enumerate(t) if e["phase"] == "eval" and e["category"] == "activations")
+    held = {}
+    for e in t[:first_eval]:
+        if e["event"] == "alloc":
+            held[e["storage"]] = e
+        else:
+            held.pop(e["storage"], None)
+    assert not [e for e in held.values() if e["tensor"] in ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias",
+                                                             "FSDP sharded gradients") and e["category"] == "gradients"]
