@@ -34,6 +34,10 @@ static const struct { const char *flag, *key; } value_flags[] = {
   {"--fsdp-reshard-root", "fsdp_reshard_root"}, {"--fsdp-version", "fsdp_version"},
   {"--reduce-bucket-size", "reduce_bucket_size"}, {"--overlap-comm", "overlap_comm"},
   {"--stage3-param-persistence-threshold", "stage3_param_persistence_threshold"},
+  {"--stage3-prefetch-bucket-size", "stage3_prefetch_bucket_size"},
+  {"--stage3-max-live-parameters", "stage3_max_live_parameters"},
+  {"--stage3-max-reuse-distance", "stage3_max_reuse_distance"},
+  {"--allgather-bucket-size", "allgather_bucket_size"}, {"--contiguous-gradients", "contiguous_gradients"},
 };
 /* Flags without a value that switch an option on. */
 static const struct { const char *flag, *key; } switch_flags[] = {

@@ -312,7 +312,7 @@ int mb_dist_events(mb_builder *b) {
   int rc = zero_grads(b, &w);
   if (rc == MB_OK) rc = weave_in(b, &w);
   free(w.at);
-  if (rc == MB_OK && o->strategy == MB_STRATEGY_ZERO3) rc = mb_dist_fsdp_events(b);
+  if (rc == MB_OK && o->strategy == MB_STRATEGY_ZERO3) rc = mb_dist_zero3_events(b); /* dist_zero3.c */
   return rc;
 }
 
@@ -534,14 +534,31 @@ static int zero_grads(mb_builder *b, weave *w) {
     int64_t numel = 1;
     for (int32_t d = 0; t && d < t->rank; d++) numel *= t->dims[d];
     if ((filled += numel) < o->reduce_bucket_size) continue;
+    int32_t flat = -1; /* contiguous_gradients off: the bucket flattened for its reduction */
+    if (!o->contiguous_gradients && o->offload == MB_OFFLOAD_NONE) {
+      uint64_t bytes = 0;
+      mb_dtype_bytes(b->pure ? b->low : MB_DTYPE_FLOAT, (uint64_t)filled, &bytes);
+      flat = fixed_slot(b, MB_CAT_TEMPORARY, bytes, "ZeRO flattened gradient bucket");
+      if (flat < 0 || add(b, w, 2 * (int64_t)i + 1, 1, MB_PHASE_BACKWARD, flat)) rc = nomem(b);
+    }
     for (int32_t k = 0; k < n_pending && rc == MB_OK; k++) rc = add(b, w, 2 * (int64_t)i + 1, 0, MB_PHASE_BACKWARD, pending[k]);
+    if (flat >= 0 && rc == MB_OK) rc = add(b, w, 2 * (int64_t)i + 1, 0, MB_PHASE_BACKWARD, flat);
     n_pending = 0;
     filled = 0;
   }
   /* the rest: when backward ends (stages 2, 3) or after the optimizer step (stage 1) */
   int32_t at = o->strategy == MB_STRATEGY_ZERO1 ? last : last_bwd;
   int phase = o->strategy == MB_STRATEGY_ZERO1 ? MB_PHASE_OPTIMIZER : MB_PHASE_BACKWARD; /* step() frees them */
+  int32_t flat = -1; /* contiguous_gradients off: the last bucket flattened too (stages 2, 3) */
+  if (rc == MB_OK && at >= 0 && filled && o->strategy != MB_STRATEGY_ZERO1 && !o->contiguous_gradients &&
+      o->offload == MB_OFFLOAD_NONE) {
+    uint64_t bytes = 0;
+    mb_dtype_bytes(b->pure ? b->low : MB_DTYPE_FLOAT, (uint64_t)filled, &bytes);
+    flat = fixed_slot(b, MB_CAT_TEMPORARY, bytes, "ZeRO flattened gradient bucket");
+    if (flat < 0 || add(b, w, 2 * (int64_t)at + 1, 1, phase, flat)) rc = nomem(b);
+  }
   for (int32_t k = 0; k < n_pending && rc == MB_OK && at >= 0; k++) rc = add(b, w, 2 * (int64_t)at + 1, 0, phase, pending[k]);
+  if (flat >= 0 && rc == MB_OK) rc = add(b, w, 2 * (int64_t)at + 1, 0, phase, flat);
   free(freed);
   free(pending);
   return rc;

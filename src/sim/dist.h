@@ -45,6 +45,14 @@ typedef struct mb_dist_opts {
   int overlap_comm;             /* a second reduction buffer: 1, 0, -1 the stage's default */
   int64_t persistence_threshold; /* ZeRO-3: parameters of at most this many elements stay whole */
   int offload;                  /* enum mb_offload: what lives in host memory */
+  /* DeepSpeed ZeRO's gather and reduction knobs, by DeepSpeed's config names (dist_zero3.c) */
+  int64_t prefetch_bucket_size; /* stage3_prefetch_bucket_size: elements gathered ahead (5e7) */
+  int64_t max_live_parameters;  /* stage3_max_live_parameters: gathered elements that allow a
+                                 * prefetch (1e9) */
+  int64_t max_reuse_distance;   /* stage3_max_reuse_distance: a module's parameters used again
+                                 * within this many elements of the trace stay gathered (1e9) */
+  int64_t allgather_bucket_size; /* ZeRO-1/2 (5e8): no device memory with all_gather_into_tensor */
+  bool contiguous_gradients;    /* the reduction buffer; off: each reduction flattens its bucket */
 } mb_dist_opts;
 
 enum mb_offload {

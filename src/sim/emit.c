@@ -528,6 +528,8 @@ static int zero_buffers(emitter *e, uint64_t grad_part) {
     b->p->host_bytes += grad_part;
   int overlap = o->overlap_comm >= 0 ? o->overlap_comm : o->strategy == MB_STRATEGY_ZERO3;
   int buffers = o->strategy == MB_STRATEGY_ZERO3 || !overlap ? 1 : 2;
+  if (!o->contiguous_gradients && o->offload == MB_OFFLOAD_NONE) /* offload turns it on */
+    buffers = 0; /* each reduction flattens its bucket instead (dist.c) */
   for (int i = 0; i < buffers; i++)
     if (fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, (uint64_t)o->reduce_bucket_size), "ZeRO gradient reduction buffer", 1) < 0)
       return b->d->status;
