@@ -524,8 +524,24 @@ static int zero_buffers(emitter *e, uint64_t grad_part) {
   const mb_dist_opts *o = &b->step->dist;
   if (!mb_dist_is_zero(o) || !grad_part) return MB_OK;
   int32_t dt = b->pure ? b->low : MB_DTYPE_FLOAT;
-  if (o->offload != MB_OFFLOAD_NONE) /* the partition lives in pinned host memory */
-    b->p->host_bytes += grad_part;
+  /* pinned host memory: ZeRO-3's gradient partition (grad_partitions_flat_buffer); ZeRO-1/2's
+   * bit16 staging copy of the partition (param_buffer_of_bit16_for_cpu_offload_groups), same size */
+  if (o->offload != MB_OFFLOAD_NONE) b->p->host_bytes += grad_part;
+  if (o->offload != MB_OFFLOAD_NONE && o->strategy != MB_STRATEGY_ZERO3) {
+    /* ZeRO-Offload's gradient staging buffers of the largest parameter's elements, one pinned on
+     * the host (temp_grad_buffer_for_cpu_offload), one on the device (..._for_gpu_offload) */
+    const mb_graph *g = b->ms[0].g;
+    uint64_t largest = 0;
+    for (int32_t v = 0; v < g->n_values; v++)
+      if (b->ms[0].trainable_init[v] && g->inits[g->values[v].initializer].numel > largest)
+        largest = g->inits[g->values[v].initializer].numel;
+    b->p->host_bytes += dtype_bytes(dt, largest);
+    if (fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, largest), "ZeRO-Offload gradient staging buffer", 1) < 0)
+      return b->d->status;
+    /* accumulation: a pinned host buffer per parameter of the partition that the micro-steps
+     * add into (accumulated_grads_in_cpu): the partition's size */
+    if (b->step->grad_accumulation > 1) b->p->host_bytes += grad_part;
+  }
   int overlap = o->overlap_comm >= 0 ? o->overlap_comm : o->strategy == MB_STRATEGY_ZERO3;
   int buffers = o->strategy == MB_STRATEGY_ZERO3 || !overlap ? 1 : 2;
   if (!o->contiguous_gradients && o->offload == MB_OFFLOAD_NONE) /* offload turns it on */

@@ -92,3 +92,21 @@ def test_contiguous_gradients_off_flattens_each_bucket(cli, mlp):  # noqa: F811
     flat = [(e["event"], e["bytes"]) for e in json.loads(p.stdout)["trace"]
             if e["tensor"] == "ZeRO flattened gradient bucket"]
     assert flat == [("alloc", 4 * 59), ("free", 4 * 59), ("alloc", 4 * 8), ("free", 4 * 8)]
+
+
+def test_offload_pinned_buffers(cli, mlp):  # noqa: F811
+    """Pinned host buffers, by the source's sizes (AdamW, fp32, 2 ranks): ZeRO-1/2's bit16
+    staging copy of the partition and the gradient staging buffer of the largest parameter
+    (fc1.weight, 128 bytes; its device twin too); with accumulation the per-parameter
+    accumulation buffers of the partition (accumulated_grads_in_cpu). ZeRO-3 pins its gradient
+    partition (grad_partitions_flat_buffer) and accumulates into it: no staging buffers."""
+    two = zero(cli, mlp, 2, "--offload", "optimizer")
+    acc = zero(cli, mlp, 2, "--offload", "optimizer", "--grad-accumulation", "3")
+    assert two["host_memory"] == 2 * PART + PART + 128
+    assert acc["host_memory"] == two["host_memory"] + PART
+    three = zero(cli, mlp, 3, "--offload", "optimizer", "--stage3-param-persistence-threshold", "0")
+    three_acc = zero(cli, mlp, 3, "--offload", "optimizer", "--stage3-param-persistence-threshold", "0",
+                     "--grad-accumulation", "3")
+    assert three["host_memory"] == three_acc["host_memory"] == 2 * PART + PART
+    params = zero(cli, mlp, 3, "--offload", "params", "--stage3-param-persistence-threshold", "0")
+    assert params["host_memory"] == 2 * PART + PART + PART  # and the parameter partition, pinned
