@@ -487,8 +487,15 @@ static int batchnorm_counters(emitter *e) {
 /* .grad tensors that outlive a step: accumulated over micro-batches, or zeroed in place by
  * zero_grad(set_to_none=False) instead of freed. They exist before backward, which adds into
  * them (AccumulateGrad: variable_grad += new_grad). */
+/* FSDP1's no_sync() keeps each unit's unsharded flat gradient; the parameters are views of the
+ * flat parameter, so backward makes their gradients afresh each micro-step (the unit's cat is
+ * added into the flat .grad): the kept gradient is no parameter's .grad (dist.c frees it). */
+static bool flat_grads_kept(const mb_step *step) {
+  return step->grad_accumulation > 1 && step->dist.fsdp_version == 1 && mb_dist_fsdp_reduces(&step->dist);
+}
+
 static bool persistent_grads(const mb_step *step) {
-  return (step->grad_accumulation > 1 && !mb_dist_accumulates_in_partition(&step->dist)) ||
+  return (step->grad_accumulation > 1 && !mb_dist_accumulates_in_partition(&step->dist) && !flat_grads_kept(step)) ||
          step->eval.zero_grad == MB_ZERO_GRAD_ZERO;
 }
 
@@ -660,11 +667,11 @@ static int emit_setup(emitter *e, loss_state *ls) {
         if (host) p->host_bytes += 2 * numel * 4; /* the master and the fp32 gradients the CPU step reads */
         else if (fixed(e, 0, MB_CAT_MASTER, numel * 4, "fp32 master weight", 1) < 0) return b->d->status;
       }
-      if (persistent_grads(step)) { /* accumulated: the whole .grad (sim/dist.h), FSDP's unsharded */
+      if (persistent_grads(step) || flat_grads_kept(step)) { /* accumulated: whole (sim/dist.h) */
         uint64_t kept = step->grad_accumulation > 1 ? (uint64_t)ct->numel : numel;
         int32_t s = fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, kept), ct->name, 1);
         if (s < 0) return b->d->status;
-        e->pgrad[v] = s;
+        if (!flat_grads_kept(step)) e->pgrad[v] = s;
       }
       e->owned_n[v] = p->n_slots - e->owned_first[v];
     }

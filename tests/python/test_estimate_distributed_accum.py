@@ -45,12 +45,21 @@ def test_fsdp2_accumulates_unsharded_grads(cli, mlp):  # noqa: F811
 
 def test_fsdp1_no_sync_keeps_unsharded_flat_grads(cli, mlp):  # noqa: F811
     """FSDP1's no_sync(): each unit's unsharded flat gradient stays (fc1 40, fc2 27 elements);
-    the flat parameters are split evenly (20 and 14 elements a rank)."""
+    the flat parameters are split evenly (20 and 14 elements a rank). The parameters are views of
+    the flat parameter: backward makes their gradients afresh and the unit's cat of them is
+    added into the kept flat gradient, so at fc2's reduce-scatter its new gradients (108 bytes),
+    the cat (2 x 14 elements, padded) and the kept gradients (268 bytes) are all live."""
     b = batch_of(cli, mlp)
     args = ["--world-size", "2", "--strategy", "fsdp", "--fsdp-version", "1", "--fsdp-wrap", "fc*"]
     got = est(cli, mlp, *args, *ACC)
     assert got["level_after_setup"] == 4 * (20 + 14) + PARAMS + b
     assert got["level_after_backward"] == 2 * 4 * (20 + 14) + b
+    p = run(cli, "estimate", mlp, "--batch", "4", "--optimizer", "sgd", *EXACT, *args, *ACC, "--json", "--trace",
+            check=0)
+    trace = json.loads(p.stdout)["trace"]
+    fresh = [e for e in trace if e["phase"] == "backward" and e["event"] == "alloc" and e["tensor"] in ("fc2.weight",
+                                                                                                      "fc2.bias")]
+    assert sorted(e["bytes"] for e in fresh) == [4 * 3, 4 * 24]  # made afresh, not summed into a kept .grad
 
 
 def test_fsdp_accumulated_grads_go_at_the_reduce_scatter(cli, mlp):  # noqa: F811
