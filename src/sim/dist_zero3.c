@@ -193,6 +193,28 @@ static int schedule(z3 *z, const char **node_path) {
       }
   }
   if (bwd_end < 0) return MB_OK; /* nothing trains */
+  /* a module whose forward never runs (MultiheadAttention's out_proj: its weight is read by the
+   * attention's own code) is gathered for the nearest enclosing module's use */
+  for (int32_t k = 0; k < z->n_mod; k++) {
+    if (z->m[k].first[0] >= 0 || z->m[k].first[1] >= 0) continue;
+    char up[512];
+    size_t len = strlen(z->m[k].path) < sizeof up ? strlen(z->m[k].path) : sizeof up - 1;
+    memcpy(up, z->m[k].path, len);
+    up[len] = '\0';
+    while (z->m[k].first[0] < 0 && z->m[k].first[1] < 0 && up[0]) {
+      char *dot = strrchr(up, '.');
+      if (dot) *dot = '\0';
+      else up[0] = '\0';
+      for (int32_t i = 0; i < p->n_ev; i++) {
+        const mb_event_rec *e = &p->ev[i];
+        int ph = e->phase == MB_PHASE_FORWARD ? 0 : e->phase == MB_PHASE_BACKWARD ? 1 : -1;
+        if (ph < 0 || e->model || e->node < 0 || e->node >= g->n_nodes || !node_path[e->node]) continue;
+        if (!contains(up, node_path[e->node])) continue;
+        if (z->m[k].first[ph] < 0) z->m[k].first[ph] = i;
+        z->m[k].last[ph] = i;
+      }
+    }
+  }
   /* the trace: forward uses by their first event, then backward uses */
   z->trace = mb_arena_array(&b->a, (size_t)z->n_mod * 2 + 1, sizeof(use));
   point *pt = malloc(((size_t)z->n_mod * 4 + 1) * sizeof *pt);
