@@ -170,3 +170,17 @@ def test_eval_frees_every_grad_once(cli, mlp, args):  # noqa: F811
             held.pop(e["storage"], None)
     assert not [e for e in held.values() if e["tensor"] in ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias",
                                                              "FSDP sharded gradients") and e["category"] == "gradients"]
+
+
+def test_python_reads_the_global_batch_and_the_knobs(cli, mlp):  # noqa: F811
+    """The binding passes the new keys and reads the same figures as the CLI."""
+    from binding_util import membudget
+    opts = {"world_size": 2, "strategy": "zero3", "reduce_bucket_size": "1000", "stage3_param_persistence_threshold": 0,
+            "stage3_max_reuse_distance": 0, "stage3_prefetch_bucket_size": 0, "rounding": 1, "optimizer": "sgd"}
+    b = membudget.estimate(mlp, batch=4, grad_accumulation=3, options=opts)
+    doc = json.loads(run(cli, "estimate", mlp, "--batch", "4", "--grad-accumulation", "3", "--optimizer", "sgd",
+                         "--rounding", "1", "--world-size", "2", "--strategy", "zero3", "--reduce-bucket-size", "1000",
+                         "--stage3-param-persistence-threshold", "0", "--stage3-max-reuse-distance", "0",
+                         "--stage3-prefetch-bucket-size", "0", "--json", check=0).stdout)
+    assert b.global_batch_size == doc["budget"]["global_batch_size"] == 4 * 3 * 2
+    assert b.allocated_peak == doc["budget"]["allocated_peak"]
