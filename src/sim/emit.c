@@ -30,6 +30,12 @@ typedef struct emitter {
                        * smaller grad (stride 0: not dense), held in that grad's storage */
   const bool *reached;
   int32_t dup_n;
+  /* a .grad kept from earlier micro-steps (persistent_grads) of a weight several nodes read: the
+   * incoming gradients meet in its AccumulateGrad's input buffer first (summed as gslot's are),
+   * and the sum is added into .grad when the last arrives (held: that buffer, -1 none; due:
+   * gradients still to come) */
+  int32_t *held, *due;
+  bool *held_view;
 } emitter;
 
 static mb_slot *slot(emitter *e, int32_t s) { return &e->b->p->slots[s]; }
@@ -230,6 +236,27 @@ static void sum_into_first(emitter *e, int32_t v, int32_t c, int32_t node) {
  * can_accumulate_inplace): an expanded grad never takes the add; a dense one takes it. */
 static void deliver(emitter *e, const mb_model_state *ms, int32_t v, int32_t c, bool view, bool expanded,
                     bool shared, int32_t node) {
+  if (ms->trainable_init[v] && e->due && e->due[v] > 0) { /* into the input buffer (emitter.held) */
+    e->reached_any[v] = true;
+    if (e->held[v] < 0) {
+      e->held[v] = c;
+      e->held_view[v] = view || expanded;
+    } else if (e->b->step->grad_sum_copy || e->held_view[v]) { /* input_buffer.cpp: out of place */
+      int32_t sum = fresh(e, 0, MB_SZ_VALUE, slot(e, c)->category, v, slot(e, c)->dtype, "gradient sum (out of place)");
+      if (sum >= 0) ev(e, 1, 0, sum, node);
+      release(e, 0, e->held[v], node);
+      release(e, 0, c, node);
+      e->held[v] = sum;
+      e->held_view[v] = false;
+    } else {
+      release(e, 0, c, node); /* into the held one in place */
+    }
+    if (--e->due[v] == 0) { /* AccumulateGrad: .grad += the sum, in place */
+      release(e, 0, e->held[v], node);
+      e->held[v] = -1;
+    }
+    return;
+  }
   if (ms->trainable_init[v]) {
     e->reached_any[v] = true;
     if (e->pgrad[v] < 0 && shared) {
@@ -932,6 +959,20 @@ int mb_emit_step(mb_builder *b) {
   for (int32_t k = 0; k < ms->n_wc; k++) release(&e, 0, ms->wc[k].copy_slot, -1); /* autocast exits */
 
   e.phase = MB_PHASE_BACKWARD;
+  if (persistent_grads(b->step)) { /* weights several nodes read: their input buffers */
+    e.held = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(int32_t));
+    e.due = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(int32_t));
+    e.held_view = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(bool));
+    if (!e.held || !e.due || !e.held_view) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+    for (int32_t v = 0; v < g->n_values; v++) e.held[v] = -1;
+    for (int32_t i = 0; i < ms->n_ln; i++)
+      for (int32_t k = 0; ms->ln[i].record && k < ms->ln[i].n_in; k++) {
+        int32_t v = ms->ln[i].in[k];
+        if (v >= 0 && ms->trainable_init[v]) e.due[v]++;
+      }
+    for (int32_t v = 0; v < g->n_values; v++)
+      if (e.due[v] < 2) e.due[v] = 0; /* read once: its gradient goes straight into .grad */
+  }
   if (loss_backward(&e, &ls) != MB_OK) return b->d->status;
   if (b->step->teacher && !b->step->eval.teacher_cache) { /* with a cache they stay: emit_step_end */
     mb_model_state *ts = &b->ms[1];
@@ -959,6 +1000,8 @@ int mb_emit_step(mb_builder *b) {
       for (int32_t k = 0; k < ms->ln[i].n_saved; k++) release(&e, 0, ms->ln[i].saved[k], -1);
   for (int32_t v = 0; v < g->n_values; v++)
     if (e.gslot[v] >= 0) release(&e, 0, e.gslot[v], -1);
+  for (int32_t v = 0; e.held && v < g->n_values; v++) /* a reader that made no gradient */
+    if (e.held[v] >= 0) release(&e, 0, e.held[v], -1);
   for (int32_t i = 0; i < g->n_outputs; i++) release(&e, 0, ms->slot_of[g->outputs[i]], -1);
 
   /* A weight the loss never reaches gets no .grad, and torch.optim skips weights without

@@ -184,3 +184,23 @@ def test_python_reads_the_global_batch_and_the_knobs(cli, mlp):  # noqa: F811
                          "--stage3-prefetch-bucket-size", "0", "--json", check=0).stdout)
     assert b.global_batch_size == doc["budget"]["global_batch_size"] == 4 * 3 * 2
     assert b.allocated_peak == doc["budget"]["allocated_peak"]
+
+
+def test_a_weight_read_twice_sums_in_its_input_buffer(cli, tmp_path):
+    """With a .grad kept across micro-steps, the gradients of a weight two nodes read meet in its
+    AccumulateGrad's input buffer first (GPT-2's tied wte: measured, docs/distributed.md): the
+    first one (from the second MatMul's backward) lives until the second arrives, and only their
+    sum goes into .grad. Without accumulation the first one is .grad itself."""
+    from onnx import helper
+    from estimate_util import init, model, tensor
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="/a/MatMul"),
+             helper.make_node("MatMul", ["h", "w"], ["y"], name="/b/MatMul")]
+    path = model(nodes, [tensor("x", "batch", 4)], [tensor("y", "batch", 4)], [init("w", 4, 4)], tmp_path / "tied.onnx")
+    p = run(cli, "estimate", path, "--batch", "2", "--optimizer", "sgd", "--loss", "mse", *EXACT, "--grad-accumulation",
+            "2", "--json", "--trace", check=0)
+    trace = json.loads(p.stdout)["trace"]
+    made = [e["storage"] for e in trace if e["tensor"] == "w" and e["phase"] == "backward" and e["event"] == "alloc"]
+    assert len(made) == 2
+    freed_at = {e["storage"]: i for i, e in enumerate(trace) if e["event"] == "free" and e["storage"] in made}
+    alloc_at = {e["storage"]: i for i, e in enumerate(trace) if e["event"] == "alloc" and e["storage"] in made}
+    assert freed_at[made[0]] > alloc_at[made[1]]  # both incoming gradients live together
