@@ -287,6 +287,8 @@ static int ddp_view_grads(mb_builder *b, weave *w) {
   }
   for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++) {
     const mb_event_rec *e = &p->ev[i];
+    int32_t kept = mb_dist_accum_grad_value(b, e); /* accumulated: replaced by its view too */
+    if (kept >= 0 && done[kept] >= 0) rc = add(b, w, 2 * (int64_t)done[kept] + 1, 0, MB_PHASE_BACKWARD, e->slot);
     if (!makes_grad(p, e, freed)) continue;
     const mb_slot *sl = &p->slots[e->slot];
     int32_t at = sl->ref >= 0 && sl->ref < g->n_values && done[sl->ref] > i ? done[sl->ref] : i;

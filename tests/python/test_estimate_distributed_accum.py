@@ -29,6 +29,17 @@ def test_ddp_no_sync_keeps_whole_grads(cli, mlp):  # noqa: F811
     assert got["level_after_backward"] == got["level_after_setup"]
 
 
+def test_ddp_bucket_view_replaces_the_kept_grads(cli, mlp):  # noqa: F811
+    """gradient_as_bucket_view: in the last micro-step the reducer copies each kept .grad into its
+    bucket and points .grad at the bucket (mark_variable_ready_dense): after backward a rank holds
+    its parameters, the bucket and the batch, as one process without accumulation would plus the
+    bucket (measured: ResNet-18, docs/distributed.md)."""
+    b = batch_of(cli, mlp)
+    got = est(cli, mlp, "--world-size", "2", "--strategy", "ddp", "--gradient-as-bucket-view", *ACC)
+    assert got["level_after_setup"] == PARAMS + PARAMS + PARAMS + b
+    assert got["level_after_backward"] == PARAMS + PARAMS + b
+
+
 def test_fsdp2_accumulates_unsharded_grads(cli, mlp):  # noqa: F811
     """FSDP2 under set_requires_gradient_sync(False) keeps each unsharded parameter's .grad across
     micro-steps (post_backward returns before _take_unsharded_grads_to_reduce): the whole model's
