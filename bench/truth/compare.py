@@ -58,7 +58,7 @@ def load_peers():
 
 # truth files of another shape: the distributed truth (dist_truth.py) records every rank's
 # figures per case, not one `truth`; the single-process comparison does not read it
-OTHER_SHAPES = ("cpu-torch2-dist.json",)
+OTHER_SHAPES = ("cpu-torch2-dist.json", "cpu-torch2-dist-accum.json")
 
 
 def load_results(pattern="cpu*.json"):

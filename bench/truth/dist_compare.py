@@ -16,6 +16,9 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULTS = os.path.join(ROOT, "bench", "truth", "results", "cpu-torch2-dist.json")
+# gradient accumulation under the wrappers (dist_truth.py --accumulation): the membudget args
+# carry --grad-accumulation
+ACCUM_RESULTS = os.path.join(ROOT, "bench", "truth", "results", "cpu-torch2-dist-accum.json")
 UNITS = {"zoo/resnet18": "layer*.*", "hf/gpt2": "transformer.h.*"}
 
 
@@ -49,7 +52,8 @@ def compare(cli, cases):
         # the worst measured step of any rank (gloo's threads race for the last reference to
         # a reduce-scatter clone: docs/distributed-truth.md)
         measured = max(max(r.get("ranges", {}).get("peak", [r["peak"]])) for r in c["ranks"])
-        row = {"model": c["model"], "variant": c["variant"], "world_size": c["world_size"],
+        variant = c["variant"] + ("-accum%d" % c["accumulation"] if c.get("accumulation", 1) > 1 else "")
+        row = {"model": c["model"], "variant": variant, "world_size": c["world_size"],
                "optimizer": c["optimizer"], "measured_peak": measured, "estimated_peak": None, "error": None}
         if f is not None:
             args = [os.path.join(ROOT, a) if a.endswith(".onnx") else a for a in c["membudget_args"]]
@@ -68,15 +72,18 @@ def main():
     ap.add_argument("--cli", default=os.path.join(ROOT, "build", "release", "membudget"))
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    rows = compare(a.cli, json.load(open(RESULTS))["cases"])
+    cases = json.load(open(RESULTS))["cases"]
+    if os.path.exists(ACCUM_RESULTS):
+        cases += json.load(open(ACCUM_RESULTS))["cases"]
+    rows = compare(a.cli, cases)
     if a.json:
         json.dump(rows, sys.stdout, indent=1)
         return
-    print(f"{'model':14s} {'variant':18s} {'N':>2s} {'optimizer':12s} {'measured MiB':>12s} {'estimate MiB':>12s} {'error':>8s}")
+    print(f"{'model':14s} {'variant':24s} {'N':>2s} {'optimizer':12s} {'measured MiB':>12s} {'estimate MiB':>12s} {'error':>8s}")
     for r in rows:
         est = "%.1f" % (r["estimated_peak"] / 2**20) if r["estimated_peak"] else "not modelled"
         err = "%+.2f%%" % (100 * r["error"]) if r["error"] is not None else ""
-        print(f"{r['model']:14s} {r['variant']:18s} {r['world_size']:2d} {r['optimizer']:12s} "
+        print(f"{r['model']:14s} {r['variant']:24s} {r['world_size']:2d} {r['optimizer']:12s} "
               f"{r['measured_peak'] / 2**20:12.1f} {est:>12s} {err:>8s}")
     errs = sorted(abs(r["error"]) for r in rows if r["error"] is not None)
     if errs:

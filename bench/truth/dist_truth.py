@@ -69,6 +69,7 @@ from tracker import AllocStream, _composite  # noqa: E402
 
 ROOT = t2.ROOT
 OUT = os.path.join(ROOT, "bench", "truth", "results", "cpu-torch2-dist.json")
+ACCUM_OUT = os.path.join(ROOT, "bench", "truth", "results", "cpu-torch2-dist-accum.json")  # --accumulation
 PHASES = ("forward", "loss", "backward", "optimizer")
 WARMUP, MEASURED = 2, 4
 THREADS = 1  # intra-op threads per rank (per-thread scratch of some CPU kernels scales with it)
@@ -151,7 +152,8 @@ def membudget_args(c):
     seq = c.get("sequence")
     extra = ["--dim", "sequence=%d" % seq] if seq else m.extra_args
     return [m.onnx, "--batch", str(c["batch"]), "--optimizer", c["optimizer"].replace("-foreach", ""),
-            "--loss", "ce", "--backend", "cpu"] + extra
+            "--loss", "ce", "--backend", "cpu"] + extra + (
+        ["--grad-accumulation", str(c["accumulation"])] if c.get("accumulation", 1) > 1 else [])
 
 
 def export(name):
@@ -224,6 +226,20 @@ def default_cases():
     return cases
 
 
+ACCUMULATION = 2  # micro-steps per optimizer step of the accumulation cases
+
+
+def accumulation_cases():
+    """Gradient accumulation under the wrappers (--accumulation; results/cpu-torch2-dist-accum.json):
+    every micro-step but the last without gradient sync, as the wrappers document it: DDP's and
+    FSDP1's no_sync() around forward and backward, FSDP2's set_requires_gradient_sync(False)."""
+    first = [case(m, v, w, accumulation=ACCUMULATION) for m in MODELS for w in (2, 4)
+             for v in ("ddp", "fsdp2", "fsdp1-full")]
+    # the smallest first (a loaded machine may not finish them all): GPT-2 on 4 ranks last
+    first.sort(key=lambda c: (c["model"] == "hf/gpt2" and c["world_size"] == 4, c["model"] == "hf/gpt2"))
+    return first + [case(m, "ddp-bucket-view", w, accumulation=ACCUMULATION) for m in MODELS for w in (2, 4)]
+
+
 VALIDATES = {"model": "hf/gpt2", "batch": 2, "optimizer": "adamw", "kind": "plain"}
 
 
@@ -247,7 +263,8 @@ def validation(rec):
 
 
 def key(c):
-    return json.dumps({k: v for k, v in c.items() if k not in ("truth", "membudget_args", "ranks")}, sort_keys=True)
+    return json.dumps({k: v for k, v in c.items() if k not in ("truth", "membudget_args", "ranks", "seconds")},
+                      sort_keys=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -402,8 +419,18 @@ def _rank(rank, world, c, port, outdir, ac):
             return F.cross_entropy(y.reshape(-1, y.shape[-1]), target.reshape(-1))
         return F.cross_entropy(y, target)
 
+    def no_sync(last):
+        """The context of a micro-step: gradient sync only in the last one (accumulation)."""
+        import contextlib
+        if c["wrapper"] == "fsdp2":
+            model.set_requires_gradient_sync(last)
+        if last or c["wrapper"] not in ("ddp", "fsdp1"):
+            return contextlib.nullcontext()
+        return model.no_sync()
+
     resident = {}
     times = {}
+    micro = c.get("accumulation", 1)
     for i in range(1, WARMUP + MEASURED + 1):
         opt.zero_grad(set_to_none=True)
         gc.collect()
@@ -413,14 +440,16 @@ def _rank(rank, world, c, port, outdir, ac):
         dist.barrier()  # every rank starts the step together (gloo barrier: no tensor of the step)
         t0 = time.time()
         mark("start")
-        mark("forward")
-        y = m.forward(model, x)
-        mark("forward_end")
-        mark("loss")
-        loss = loss_of(y)
-        mark("backward")
-        loss.backward()
-        del loss, y
+        for j in range(micro):  # each micro-step's phases carry the same marks (the last one's are kept)
+            with no_sync(j == micro - 1):
+                mark("forward")
+                y = m.forward(model, x)
+                mark("forward_end")
+                mark("loss")
+                loss = loss_of(y)
+                mark("backward")
+                loss.backward()
+                del loss, y
         mark("optimizer")
         opt.step()
         mark("end")
@@ -918,7 +947,9 @@ def main():
     ap.add_argument("--wrappers", nargs="*", help="none, ddp, fsdp2, fsdp1")
     ap.add_argument("--worlds", nargs="*", type=int)
     ap.add_argument("--optimizers", nargs="*")
-    ap.add_argument("--out", default=OUT)
+    ap.add_argument("--out", default=None, help="default: %s, with --accumulation %s" % (OUT, ACCUM_OUT))
+    ap.add_argument("--accumulation", action="store_true",
+                    help="the gradient accumulation cases (%d micro-steps, no sync but in the last)" % ACCUMULATION)
     ap.add_argument("--resume", action="store_true", help="keep the cases already in --out")
     ap.add_argument("--validate", action="store_true",
                     help="only the validation case (ws=1 hf/gpt2 at cpu-torch2.json's sequence and threads)")
@@ -929,6 +960,7 @@ def main():
                     help="print the parts of rank 0's op-boundary peak for every wrapper at this world size "
                          "beside the baseline (MB), from --out, and stop (--optimizers picks the optimizer)")
     a = ap.parse_args()
+    a.out = a.out or (ACCUM_OUT if a.accumulation else OUT)
     if a.table:
         print(table(a.out))
         return
@@ -940,9 +972,9 @@ def main():
         for name in a.models or MODELS:
             print(export(name), flush=True)
         return
-    cases = [validation_case()] if a.validate else [validation_case()] * (not (a.models or a.variants or a.wrappers
-                                                                              or a.worlds or a.optimizers)) + [
-        c for c in default_cases()
+    every = not (a.models or a.variants or a.wrappers or a.worlds or a.optimizers or a.accumulation)
+    cases = [validation_case()] if a.validate else [validation_case()] * every + [
+        c for c in (accumulation_cases() if a.accumulation else default_cases())
         if (not a.models or c["model"] in a.models) and (not a.variants or c["variant"] in a.variants)
         and (not a.wrappers or c["wrapper"] in a.wrappers) and (not a.worlds or c["world_size"] in a.worlds)
         and (not a.optimizers or c["optimizer"] in a.optimizers)]
@@ -950,7 +982,9 @@ def main():
         a.out = a.out if a.out != OUT else os.path.join(tempfile.gettempdir(), "dist-truth-validate.json")
     command = "bench/truth/.venv2/bin/python " + " ".join(["bench/truth/dist_truth.py"] + sys.argv[1:])
     out = {"machine": machine(), "generator": "bench/truth/dist_truth.py", "commands": [command],
-           "step": "zero_grad(set_to_none=True), forward, loss, backward(), optimizer.step(); steps 1-%d warm-up, "
+           "step": ("zero_grad(set_to_none=True), %d x (forward, loss, backward(); no gradient sync but in the last), "
+                    % ACCUMULATION if a.accumulation else "zero_grad(set_to_none=True), forward, loss, backward(), ") +
+                   "optimizer.step(); steps 1-%d warm-up, "
                    "steps %d-%d measured (figures of the last; both kept)" % (WARMUP, WARMUP + 1, WARMUP + MEASURED),
            "measured_by": "counting wrapper of the CPU allocator (alloc_counter.cpp, every thread), op boundaries and "
                           "contexts from the profiler's main-thread allocation stream matched event by event; no "

@@ -432,6 +432,12 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
  *                     overlap_comm (0 | 1), stage3_param_persistence_threshold (default 1e5)
  *   offload           none | optimizer | params: what lives in host memory (ZeRO-Offload,
  *                     ZeRO-3 offload_param, FSDP CPUOffload = params)             (default none)
+ *   stage3_prefetch_bucket_size  elements ZeRO-3 gathers ahead of use          (default 5e7)
+ *   stage3_max_live_parameters   gathered elements above which ZeRO-3 prefetches nothing (1e9)
+ *   stage3_max_reuse_distance    a module used again within this many elements stays
+ *                     gathered                                                  (default 1e9)
+ *   allgather_bucket_size        ZeRO-1/2 (elements; no device memory)        (default 5e8)
+ *   contiguous_gradients         0 | 1: ZeRO's reduction buffer                (default 1)
  * Measured mode (mb_measure_*) only:
  *   cuda_device       the CUDA device ordinal to measure                       (default 0)
  *   cuda_runtime      path or file name of libcudart      (default: libcudart.so.13, .12, ...)

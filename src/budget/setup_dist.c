@@ -15,7 +15,12 @@
  *   reduce_bucket_size       elements of the gradient reduction buffer          (default 5e8)
  *   overlap_comm             0 | 1: a second buffer in stages 1, 2  (default: 1 in stage 3, else 0)
  *   stage3_param_persistence_threshold  elements: smaller parameters stay whole (default 1e5)
- *   offload                  none | optimizer | params: what lives in host memory (default none) */
+ *   offload                  none | optimizer | params: what lives in host memory (default none)
+ *   stage3_prefetch_bucket_size  elements ZeRO-3 gathers ahead of use           (default 5e7)
+ *   stage3_max_live_parameters   gathered elements above which no prefetch       (default 1e9)
+ *   stage3_max_reuse_distance    a module used again within this many elements stays gathered (1e9)
+ *   allgather_bucket_size    ZeRO-1/2 parameter all-gather bucket (elements)    (default 5e8)
+ *   contiguous_gradients     0 | 1: ZeRO's reduction buffer                     (default 1) */
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +52,11 @@ void mb_setup_dist_defaults(mb_dist_opts *o) {
   o->reduce_bucket_size = 500000000;
   o->overlap_comm = -1;
   o->persistence_threshold = 100000;
+  o->prefetch_bucket_size = 50000000;
+  o->max_live_parameters = 1000000000;
+  o->max_reuse_distance = 1000000000;
+  o->allgather_bucket_size = 500000000;
+  o->contiguous_gradients = true;
 }
 
 void mb_setup_dist_free(mb_dist_opts *o) {
@@ -88,6 +98,16 @@ int mb_setup_dist_option(mb_setup *s, const char *key, const char *value, int *r
     *rc = elements(s, key, value, 1, &o->reduce_bucket_size);
   } else if (!strcmp(key, "stage3_param_persistence_threshold")) {
     *rc = elements(s, key, value, 0, &o->persistence_threshold);
+  } else if (!strcmp(key, "stage3_prefetch_bucket_size")) {
+    *rc = elements(s, key, value, 0, &o->prefetch_bucket_size);
+  } else if (!strcmp(key, "stage3_max_live_parameters")) {
+    *rc = elements(s, key, value, 0, &o->max_live_parameters);
+  } else if (!strcmp(key, "stage3_max_reuse_distance")) {
+    *rc = elements(s, key, value, 0, &o->max_reuse_distance);
+  } else if (!strcmp(key, "allgather_bucket_size")) {
+    *rc = elements(s, key, value, 1, &o->allgather_bucket_size);
+  } else if (!strcmp(key, "contiguous_gradients")) {
+    *rc = mb_setup_bool(s, key, value, &o->contiguous_gradients);
   } else {
     return 0;
   }

@@ -34,6 +34,10 @@ static const struct { const char *flag, *key; } value_flags[] = {
   {"--fsdp-reshard-root", "fsdp_reshard_root"}, {"--fsdp-version", "fsdp_version"},
   {"--reduce-bucket-size", "reduce_bucket_size"}, {"--overlap-comm", "overlap_comm"},
   {"--stage3-param-persistence-threshold", "stage3_param_persistence_threshold"},
+  {"--stage3-prefetch-bucket-size", "stage3_prefetch_bucket_size"},
+  {"--stage3-max-live-parameters", "stage3_max_live_parameters"},
+  {"--stage3-max-reuse-distance", "stage3_max_reuse_distance"},
+  {"--allgather-bucket-size", "allgather_bucket_size"}, {"--contiguous-gradients", "contiguous_gradients"},
 };
 /* Flags without a value that switch an option on. */
 static const struct { const char *flag, *key; } switch_flags[] = {
@@ -109,8 +113,9 @@ static void print_human(const char *path, const mb_model *m, const mb_model *tea
   else
     printf("device   not given (--gpu or --device-memory)\n");
   if (b->world_size > 1)
-    printf("ranks    %lld: the budget is one rank's at its batch; global batch %lld\n", (long long)b->world_size,
-           (long long)b->global_batch_size);
+    printf("ranks    %lld: the budget is one rank's at its batch; global batch %lld = %lld x %lld accumulation x %lld ranks\n",
+           (long long)b->world_size, (long long)b->global_batch_size, (long long)b->batch_size,
+           (long long)b->grad_accumulation, (long long)b->world_size);
   printf("batch    %lld%s%s%s", (long long)b->batch_size, units ? " " : "", unit,
          b->solved ? (b->batch_limit && b->batch_size == b->batch_limit ? " (solved: every graph of the graph sizes fits)"
                                                                         : " (solved: the largest that fits)")

@@ -101,4 +101,15 @@ int mb_dist_events(mb_builder *b);
 /* dist.c: FSDP1's largest flat parameter shard in elements (0 otherwise): a for-loop optimizer
  * step's temporaries are per FlatParameter */
 uint64_t mb_dist_flat_largest(const mb_builder *b);
+/* dist_accum.c: the trainable initializer whose accumulated .grad event e makes at setup
+ * (grad_accumulation > 1), else -1 */
+int32_t mb_dist_accum_grad_value(const mb_builder *b, const mb_event_rec *e);
+/* dist_zero3.c: ZeRO-3's gathers and releases of each module's parameters (prefetch, max live
+ * parameters, reuse distance) woven into the emitted step */
+int mb_dist_zero3_events(mb_builder *b);
+/* dist_eval.c: an evaluation after a data-parallel step: zero_grad's frees once, FSDP's and
+ * ZeRO-3's gathers for its forward */
+int mb_dist_eval_events(mb_builder *b);
+/* dist.c: the length of the module path prefix of path that is one unit (0: the root) */
+size_t mb_dist_unit_prefix(const mb_dist_opts *o, const char *path);
 #endif

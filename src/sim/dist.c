@@ -197,7 +197,10 @@ static int32_t fixed_slot(mb_builder *b, int cat, uint64_t bytes, const char *na
  * is copied into, the output freed. Returns the unsharded slot. */
 /* Which slots the step itself frees, into freed (n_slots entries, false). */
 static void mark_freed(const mb_plan *p, bool *freed) {
-  for (int32_t i = 0; i < p->n_ev; i++)
+  /* an evaluation's zero_grad frees every .grad (emit_eval): not the wrapper's doing, and
+   * dist_eval.c drops it where the wrapper freed the .grad already */
+  int32_t end = p->eval_batch && p->step_end < p->n_ev ? p->step_end : p->n_ev;
+  for (int32_t i = 0; i < end; i++)
     if (!p->ev[i].alloc) freed[p->ev[i].slot] = true;
 }
 
@@ -284,6 +287,8 @@ static int ddp_view_grads(mb_builder *b, weave *w) {
   }
   for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++) {
     const mb_event_rec *e = &p->ev[i];
+    int32_t kept = mb_dist_accum_grad_value(b, e); /* accumulated: replaced by its view too */
+    if (kept >= 0 && done[kept] >= 0) rc = add(b, w, 2 * (int64_t)done[kept] + 1, 0, MB_PHASE_BACKWARD, e->slot);
     if (!makes_grad(p, e, freed)) continue;
     const mb_slot *sl = &p->slots[e->slot];
     int32_t at = sl->ref >= 0 && sl->ref < g->n_values && done[sl->ref] > i ? done[sl->ref] : i;
@@ -309,7 +314,7 @@ int mb_dist_events(mb_builder *b) {
   int rc = zero_grads(b, &w);
   if (rc == MB_OK) rc = weave_in(b, &w);
   free(w.at);
-  if (rc == MB_OK && o->strategy == MB_STRATEGY_ZERO3) rc = mb_dist_fsdp_events(b);
+  if (rc == MB_OK && o->strategy == MB_STRATEGY_ZERO3) rc = mb_dist_zero3_events(b); /* dist_zero3.c */
   return rc;
 }
 
@@ -476,6 +481,11 @@ int mb_dist_fsdp_events(mb_builder *b) {
       if (owner != k) continue;
       rc = add(b, &w, i > grad_at[k] ? 2 * (int64_t)i + 1 : pos, 0, MB_PHASE_BACKWARD, e->slot);
     }
+    /* gradient accumulation: the unsharded .grad the micro-steps kept goes too (dist_accum.c) */
+    for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++) {
+      int32_t v = mb_dist_accum_grad_value(b, &p->ev[i]);
+      if (v >= 0 && value_unit[v] == k) rc = add(b, &w, pos, 0, MB_PHASE_BACKWARD, p->ev[i].slot);
+    }
     /* CPUOffload: the reduce-scatter output is copied to the host, where the .grad shard lives */
     bool host = o->offload == MB_OFFLOAD_PARAMS;
     if (host) p->host_bytes += u.grad_shard[k];
@@ -513,7 +523,7 @@ static int zero_grads(mb_builder *b, weave *w) {
   bool *freed = freed_by_step(p);
   int32_t *pending = malloc(((size_t)p->n_ev + 1) * sizeof(int32_t));
   int rc = freed && pending ? MB_OK : nomem(b);
-  int32_t n_pending = 0, last_bwd = -1, last = p->n_ev - 1;
+  int32_t n_pending = 0, last_bwd = -1, last = (p->eval_batch && p->step_end < p->n_ev ? p->step_end : p->n_ev) - 1;
   int64_t filled = 0;
   for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++) {
     const mb_event_rec *e = &p->ev[i];
@@ -526,14 +536,31 @@ static int zero_grads(mb_builder *b, weave *w) {
     int64_t numel = 1;
     for (int32_t d = 0; t && d < t->rank; d++) numel *= t->dims[d];
     if ((filled += numel) < o->reduce_bucket_size) continue;
+    int32_t flat = -1; /* contiguous_gradients off: the bucket flattened for its reduction */
+    if (!o->contiguous_gradients && o->offload == MB_OFFLOAD_NONE) {
+      uint64_t bytes = 0;
+      mb_dtype_bytes(b->pure ? b->low : MB_DTYPE_FLOAT, (uint64_t)filled, &bytes);
+      flat = fixed_slot(b, MB_CAT_TEMPORARY, bytes, "ZeRO flattened gradient bucket");
+      if (flat < 0 || add(b, w, 2 * (int64_t)i + 1, 1, MB_PHASE_BACKWARD, flat)) rc = nomem(b);
+    }
     for (int32_t k = 0; k < n_pending && rc == MB_OK; k++) rc = add(b, w, 2 * (int64_t)i + 1, 0, MB_PHASE_BACKWARD, pending[k]);
+    if (flat >= 0 && rc == MB_OK) rc = add(b, w, 2 * (int64_t)i + 1, 0, MB_PHASE_BACKWARD, flat);
     n_pending = 0;
     filled = 0;
   }
   /* the rest: when backward ends (stages 2, 3) or after the optimizer step (stage 1) */
   int32_t at = o->strategy == MB_STRATEGY_ZERO1 ? last : last_bwd;
   int phase = o->strategy == MB_STRATEGY_ZERO1 ? MB_PHASE_OPTIMIZER : MB_PHASE_BACKWARD; /* step() frees them */
+  int32_t flat = -1; /* contiguous_gradients off: the last bucket flattened too (stages 2, 3) */
+  if (rc == MB_OK && at >= 0 && filled && o->strategy != MB_STRATEGY_ZERO1 && !o->contiguous_gradients &&
+      o->offload == MB_OFFLOAD_NONE) {
+    uint64_t bytes = 0;
+    mb_dtype_bytes(b->pure ? b->low : MB_DTYPE_FLOAT, (uint64_t)filled, &bytes);
+    flat = fixed_slot(b, MB_CAT_TEMPORARY, bytes, "ZeRO flattened gradient bucket");
+    if (flat < 0 || add(b, w, 2 * (int64_t)at + 1, 1, phase, flat)) rc = nomem(b);
+  }
   for (int32_t k = 0; k < n_pending && rc == MB_OK && at >= 0; k++) rc = add(b, w, 2 * (int64_t)at + 1, 0, phase, pending[k]);
+  if (flat >= 0 && rc == MB_OK) rc = add(b, w, 2 * (int64_t)at + 1, 0, phase, flat);
   free(freed);
   free(pending);
   return rc;
@@ -550,7 +577,11 @@ static int weave_in(mb_builder *b, weave *w) {
       rc = nomem(b);
     } else {
       int32_t k = 0, j = 0;
+      int32_t *marks[3] = {&p->step_end, &p->eval_fwd_first, &p->eval_fwd_end}, moved[3];
+      for (int m = 0; m < 3; m++) moved[m] = *marks[m] >= p->n_ev ? n : *marks[m];
       for (int32_t i = 0; i < p->n_ev; i++) {
+        for (int m = 0; m < 3; m++) /* the evaluation's event indices follow their events */
+          if (*marks[m] == i) moved[m] = k;
         while (j < w->n && w->at[j].pos == 2 * (int64_t)i) ev[k++] = w->at[j++].ev;
         ev[k++] = p->ev[i];
         while (j < w->n && w->at[j].pos == 2 * (int64_t)i + 1) ev[k++] = w->at[j++].ev;
@@ -559,7 +590,11 @@ static int weave_in(mb_builder *b, weave *w) {
       free(p->ev);
       p->ev = ev;
       p->n_ev = p->cap_ev = n;
+      for (int m = 0; m < 3; m++) *marks[m] = moved[m];
     }
   }
   return rc;
 }
+
+/* The module path prefix of path that is one unit (dist_eval.c): as the step's gathers. */
+size_t mb_dist_unit_prefix(const mb_dist_opts *o, const char *path) { return wrapped_prefix(o, path); }

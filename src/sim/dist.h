@@ -45,6 +45,14 @@ typedef struct mb_dist_opts {
   int overlap_comm;             /* a second reduction buffer: 1, 0, -1 the stage's default */
   int64_t persistence_threshold; /* ZeRO-3: parameters of at most this many elements stay whole */
   int offload;                  /* enum mb_offload: what lives in host memory */
+  /* DeepSpeed ZeRO's gather and reduction knobs, by DeepSpeed's config names (dist_zero3.c) */
+  int64_t prefetch_bucket_size; /* stage3_prefetch_bucket_size: elements gathered ahead (5e7) */
+  int64_t max_live_parameters;  /* stage3_max_live_parameters: gathered elements that allow a
+                                 * prefetch (1e9) */
+  int64_t max_reuse_distance;   /* stage3_max_reuse_distance: a module's parameters used again
+                                 * within this many elements of the trace stay gathered (1e9) */
+  int64_t allgather_bucket_size; /* ZeRO-1/2 (5e8): no device memory with all_gather_into_tensor */
+  bool contiguous_gradients;    /* the reduction buffer; off: each reduction flattens its bucket */
 } mb_dist_opts;
 
 enum mb_offload {
@@ -71,6 +79,23 @@ static inline int32_t mb_dist_shards(const mb_dist_opts *o) {
 /* How many ranks share the optimizer states and fp32 master weights. */
 static inline int32_t mb_dist_state_shards(const mb_dist_opts *o) {
   return mb_dist_is_zero(o) && o->world_size > 1 ? o->world_size : mb_dist_shards(o);
+}
+
+/* Gradient accumulation (grad_accumulation > 1): ZeRO-2 and -3 reduce every micro-step into the
+ * rank's gradient partition, which accumulates (stage_1_and_2.py copy_grads_in_partition,
+ * stage3.py partition_grads): no .grad outlives a micro-step. The others keep whole .grad
+ * tensors across the micro-steps before the last: DDP's no_sync(), ZeRO-1 (reduced only at the
+ * accumulation boundary), FSDP2 without gradient sync (the unsharded parameters' .grad) and
+ * FSDP1's no_sync() (the unsharded flat gradient). */
+static inline bool mb_dist_accumulates_in_partition(const mb_dist_opts *o) {
+  return o->world_size > 1 && (o->strategy == MB_STRATEGY_ZERO2 || o->strategy == MB_STRATEGY_ZERO3);
+}
+
+/* FSDP reduce-scatters each unit's gradients after its backward (dist.c): the unsharded .grad
+ * kept across micro-steps goes there in the last one. FSDP1 runs NO_SHARD on one rank. */
+static inline bool mb_dist_fsdp_reduces(const mb_dist_opts *o) {
+  return o->strategy == MB_STRATEGY_FSDP && o->sharding != MB_FSDP_NO_SHARD &&
+         !(o->fsdp_version == 1 && mb_dist_shards(o) <= 1);
 }
 
 /* A rank's elements of a tensor split over shards ranks: FSDP splits dim 0, padded to a

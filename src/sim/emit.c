@@ -30,6 +30,12 @@ typedef struct emitter {
                        * smaller grad (stride 0: not dense), held in that grad's storage */
   const bool *reached;
   int32_t dup_n;
+  /* a .grad kept from earlier micro-steps (persistent_grads) of a weight several nodes read: the
+   * incoming gradients meet in its AccumulateGrad's input buffer first (summed as gslot's are),
+   * and the sum is added into .grad when the last arrives (held: that buffer, -1 none; due:
+   * gradients still to come) */
+  int32_t *held, *due;
+  bool *held_view;
 } emitter;
 
 static mb_slot *slot(emitter *e, int32_t s) { return &e->b->p->slots[s]; }
@@ -230,6 +236,27 @@ static void sum_into_first(emitter *e, int32_t v, int32_t c, int32_t node) {
  * can_accumulate_inplace): an expanded grad never takes the add; a dense one takes it. */
 static void deliver(emitter *e, const mb_model_state *ms, int32_t v, int32_t c, bool view, bool expanded,
                     bool shared, int32_t node) {
+  if (ms->trainable_init[v] && e->due && e->due[v] > 0) { /* into the input buffer (emitter.held) */
+    e->reached_any[v] = true;
+    if (e->held[v] < 0) {
+      e->held[v] = c;
+      e->held_view[v] = view || expanded;
+    } else if (e->b->step->grad_sum_copy || e->held_view[v]) { /* input_buffer.cpp: out of place */
+      int32_t sum = fresh(e, 0, MB_SZ_VALUE, slot(e, c)->category, v, slot(e, c)->dtype, "gradient sum (out of place)");
+      if (sum >= 0) ev(e, 1, 0, sum, node);
+      release(e, 0, e->held[v], node);
+      release(e, 0, c, node);
+      e->held[v] = sum;
+      e->held_view[v] = false;
+    } else {
+      release(e, 0, c, node); /* into the held one in place */
+    }
+    if (--e->due[v] == 0) { /* AccumulateGrad: .grad += the sum, in place */
+      release(e, 0, e->held[v], node);
+      e->held[v] = -1;
+    }
+    return;
+  }
   if (ms->trainable_init[v]) {
     e->reached_any[v] = true;
     if (e->pgrad[v] < 0 && shared) {
@@ -487,8 +514,16 @@ static int batchnorm_counters(emitter *e) {
 /* .grad tensors that outlive a step: accumulated over micro-batches, or zeroed in place by
  * zero_grad(set_to_none=False) instead of freed. They exist before backward, which adds into
  * them (AccumulateGrad: variable_grad += new_grad). */
+/* FSDP1's no_sync() keeps each unit's unsharded flat gradient; the parameters are views of the
+ * flat parameter, so backward makes their gradients afresh each micro-step (the unit's cat is
+ * added into the flat .grad): the kept gradient is no parameter's .grad (dist.c frees it). */
+static bool flat_grads_kept(const mb_step *step) {
+  return step->grad_accumulation > 1 && step->dist.fsdp_version == 1 && mb_dist_fsdp_reduces(&step->dist);
+}
+
 static bool persistent_grads(const mb_step *step) {
-  return step->grad_accumulation > 1 || step->eval.zero_grad == MB_ZERO_GRAD_ZERO;
+  return (step->grad_accumulation > 1 && !mb_dist_accumulates_in_partition(&step->dist) && !flat_grads_kept(step)) ||
+         step->eval.zero_grad == MB_ZERO_GRAD_ZERO;
 }
 
 /* Several ranks: what the budget does not model yet is refused, not estimated as one GPU. */
@@ -502,9 +537,7 @@ static int dist_supported(const mb_builder *b) {
   if (o->offload != MB_OFFLOAD_NONE && !zero && o->strategy != MB_STRATEGY_FSDP)
     return mb_fail(b->d, MB_E_INVALID_ARG, "offload needs strategy zero1, zero2, zero3 or fsdp");
   if (!zero && (o->strategy != MB_STRATEGY_FSDP || mb_dist_shards(o) <= 1)) return MB_OK;
-  const char *what = step->grad_accumulation > 1 ? "grad_accumulation"
-                     : step->eval.zero_grad == MB_ZERO_GRAD_ZERO ? "zero_grad zero"
-                     : step->eval.batch ? "an evaluation (eval_batch)"
+  const char *what = step->eval.zero_grad == MB_ZERO_GRAD_ZERO ? "zero_grad zero"
                      : step->ema ? "an EMA copy" : !zero && step->master_weights ? "master weights" : NULL;
   if (what)
     return mb_fail(b->d, MB_E_UNSUPPORTED, "strategy %s with %s is not modelled yet", zero ? "zero" : "fsdp", what);
@@ -525,10 +558,28 @@ static int zero_buffers(emitter *e, uint64_t grad_part) {
   const mb_dist_opts *o = &b->step->dist;
   if (!mb_dist_is_zero(o) || !grad_part) return MB_OK;
   int32_t dt = b->pure ? b->low : MB_DTYPE_FLOAT;
-  if (o->offload != MB_OFFLOAD_NONE) /* the partition lives in pinned host memory */
-    b->p->host_bytes += grad_part;
+  /* pinned host memory: ZeRO-3's gradient partition (grad_partitions_flat_buffer); ZeRO-1/2's
+   * bit16 staging copy of the partition (param_buffer_of_bit16_for_cpu_offload_groups), same size */
+  if (o->offload != MB_OFFLOAD_NONE) b->p->host_bytes += grad_part;
+  if (o->offload != MB_OFFLOAD_NONE && o->strategy != MB_STRATEGY_ZERO3) {
+    /* ZeRO-Offload's gradient staging buffers of the largest parameter's elements, one pinned on
+     * the host (temp_grad_buffer_for_cpu_offload), one on the device (..._for_gpu_offload) */
+    const mb_graph *g = b->ms[0].g;
+    uint64_t largest = 0;
+    for (int32_t v = 0; v < g->n_values; v++)
+      if (b->ms[0].trainable_init[v] && g->inits[g->values[v].initializer].numel > largest)
+        largest = g->inits[g->values[v].initializer].numel;
+    b->p->host_bytes += dtype_bytes(dt, largest);
+    if (fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, largest), "ZeRO-Offload gradient staging buffer", 1) < 0)
+      return b->d->status;
+    /* accumulation: a pinned host buffer per parameter of the partition that the micro-steps
+     * add into (accumulated_grads_in_cpu): the partition's size */
+    if (b->step->grad_accumulation > 1) b->p->host_bytes += grad_part;
+  }
   int overlap = o->overlap_comm >= 0 ? o->overlap_comm : o->strategy == MB_STRATEGY_ZERO3;
   int buffers = o->strategy == MB_STRATEGY_ZERO3 || !overlap ? 1 : 2;
+  if (!o->contiguous_gradients && o->offload == MB_OFFLOAD_NONE) /* offload turns it on */
+    buffers = 0; /* each reduction flattens its bucket instead (dist.c) */
   for (int i = 0; i < buffers; i++)
     if (fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, (uint64_t)o->reduce_bucket_size), "ZeRO gradient reduction buffer", 1) < 0)
       return b->d->status;
@@ -643,10 +694,11 @@ static int emit_setup(emitter *e, loss_state *ls) {
         if (host) p->host_bytes += 2 * numel * 4; /* the master and the fp32 gradients the CPU step reads */
         else if (fixed(e, 0, MB_CAT_MASTER, numel * 4, "fp32 master weight", 1) < 0) return b->d->status;
       }
-      if (persistent_grads(step)) {
-        int32_t s = fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, numel), ct->name, 1);
+      if (persistent_grads(step) || flat_grads_kept(step)) { /* accumulated: whole (sim/dist.h) */
+        uint64_t kept = step->grad_accumulation > 1 ? (uint64_t)ct->numel : numel;
+        int32_t s = fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, kept), ct->name, 1);
         if (s < 0) return b->d->status;
-        e->pgrad[v] = s;
+        if (!flat_grads_kept(step)) e->pgrad[v] = s;
       }
       e->owned_n[v] = p->n_slots - e->owned_first[v];
     }
@@ -780,8 +832,10 @@ static int emit_eval(emitter *e) {
   const mb_graph *g = ms->g;
   e->dup = NULL;
   p->step_end = p->n_ev;
-  /* zero_grad(set_to_none=True), the step's last act: every .grad goes (a storage once) */
-  if (step->eval.zero_grad == MB_ZERO_GRAD_NONE) {
+  /* zero_grad(set_to_none=True), the step's last act: every .grad goes (a storage once); FSDP
+   * dropped the accumulated unsharded ones at its reduce-scatters already (dist.c) */
+  bool reduced = step->grad_accumulation > 1 && mb_dist_fsdp_reduces(&step->dist);
+  if (step->eval.zero_grad == MB_ZERO_GRAD_NONE && !reduced) {
     bool *gone = mb_arena_array(&b->a, (size_t)p->n_slots + 1, sizeof(bool));
     if (!gone) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
     for (int32_t v = 0; v < g->n_values; v++) {
@@ -905,6 +959,20 @@ int mb_emit_step(mb_builder *b) {
   for (int32_t k = 0; k < ms->n_wc; k++) release(&e, 0, ms->wc[k].copy_slot, -1); /* autocast exits */
 
   e.phase = MB_PHASE_BACKWARD;
+  if (persistent_grads(b->step)) { /* weights several nodes read: their input buffers */
+    e.held = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(int32_t));
+    e.due = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(int32_t));
+    e.held_view = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(bool));
+    if (!e.held || !e.due || !e.held_view) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+    for (int32_t v = 0; v < g->n_values; v++) e.held[v] = -1;
+    for (int32_t i = 0; i < ms->n_ln; i++)
+      for (int32_t k = 0; ms->ln[i].record && k < ms->ln[i].n_in; k++) {
+        int32_t v = ms->ln[i].in[k];
+        if (v >= 0 && ms->trainable_init[v]) e.due[v]++;
+      }
+    for (int32_t v = 0; v < g->n_values; v++)
+      if (e.due[v] < 2) e.due[v] = 0; /* read once: its gradient goes straight into .grad */
+  }
   if (loss_backward(&e, &ls) != MB_OK) return b->d->status;
   if (b->step->teacher && !b->step->eval.teacher_cache) { /* with a cache they stay: emit_step_end */
     mb_model_state *ts = &b->ms[1];
@@ -932,6 +1000,8 @@ int mb_emit_step(mb_builder *b) {
       for (int32_t k = 0; k < ms->ln[i].n_saved; k++) release(&e, 0, ms->ln[i].saved[k], -1);
   for (int32_t v = 0; v < g->n_values; v++)
     if (e.gslot[v] >= 0) release(&e, 0, e.gslot[v], -1);
+  for (int32_t v = 0; e.held && v < g->n_values; v++) /* a reader that made no gradient */
+    if (e.held[v] >= 0) release(&e, 0, e.held[v], -1);
   for (int32_t i = 0; i < g->n_outputs; i++) release(&e, 0, ms->slot_of[g->outputs[i]], -1);
 
   /* A weight the loss never reaches gets no .grad, and torch.optim skips weights without

@@ -915,6 +915,7 @@ int mb_plan_build(const mb_model *m, const mb_step *step, mb_plan **out, mb_diag
   if (d->status == MB_OK) choose_loss(&b);
   if (d->status == MB_OK) mb_emit_step(&b);
   if (d->status == MB_OK) mb_dist_events(&b);
+  if (d->status == MB_OK) mb_dist_eval_events(&b);
   for (int k = 0; k < 3; k++) mb_shapes_free(b.ms[k].shapes);
   mb_arena_destroy(&b.a);
   if (d->status != MB_OK) {

@@ -118,7 +118,7 @@ def test_bad_values(cli, mlp, args, needle):
 
 
 def test_not_modelled_yet_is_refused(cli, mlp):
-    p = run(cli, "estimate", mlp, "--batch", "2", "--world-size", "2", "--strategy", "fsdp", "--grad-accumulation", "2")
+    p = run(cli, "estimate", mlp, "--batch", "2", "--world-size", "2", "--strategy", "fsdp", "--zero-grad", "zero")
     assert p.returncode == 1 and "not modelled yet" in p.stderr
 
 
@@ -216,15 +216,16 @@ def test_python_reads_one_rank(cli):
 
 
 def test_zero_offload_optimizer(cli, mlp):
-    """ZeRO-Offload: the AdamW states and the gradient partition live in host memory (fp32
-    here: no master copy), the step runs on the CPU; the device keeps the parameters and the
-    reduction buffer."""
+    """ZeRO-Offload: the AdamW states and the bit16 staging copy of the partition live in host
+    memory (fp32 here: no master copy), the step runs on the CPU; the device keeps the
+    parameters and the reduction buffer. Both keep a gradient staging buffer of the largest
+    parameter's elements (fc1.weight: 32, 128 bytes), pinned on the host."""
     one = est(cli, mlp, optimizer="adamw")
     batch = one["level_after_setup"] - 3 * PARAMS
     got = zero(cli, mlp, 2, "--offload", "optimizer")
-    assert got["host_memory"] == 2 * PART + PART
+    assert got["host_memory"] == 2 * PART + PART + 128
     assert got["optimizer_states"] == 0
-    assert got["level_after_setup"] == PARAMS + 4 * BUCKET + batch
+    assert got["level_after_setup"] == PARAMS + 4 * BUCKET + 128 + batch
     assert got["level_after_optimizer"] == got["level_after_setup"]
 
 
