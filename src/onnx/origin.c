@@ -462,6 +462,13 @@ static void apply_memo(int kind, mb_origin *to, const mb_origin *memo) {
 
 static int use_entry(const entry *e, mb_node *n, mb_interner *in) {
   int kind = -1;
+  if (key_is(e, MB_WIRE_REPEAT_KEY)) { /* the wire pass's "as the previous node" (wire.h) */
+    for (int k = 0; k < MB_MEMO_KINDS && e->value && kind < 0; k++)
+      if (e->value_len == strlen(memo_kinds[k].key) && !memcmp(e->value, memo_kinds[k].key, e->value_len))
+        kind = k;
+    if (kind >= 0 && in->last[kind] >= 0) apply_memo(kind, &n->origin, &in->memos[in->last[kind]]);
+    return MB_OK;
+  }
   for (int k = 0; k < MB_MEMO_KINDS && e->value && kind < 0; k++)
     if (key_is(e, memo_kinds[k].key)) kind = k;
   if (kind < 0) return parse_entry(e, n, in);

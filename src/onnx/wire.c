@@ -232,10 +232,21 @@ static const char *wire_type_name(unsigned wt) {
 /* The pass works on offsets into a reader (onnx/reader.h), not on pointers: a file is read
  * through a small window, and a skipped payload is never read at all. It only moves forward,
  * so the window serves it in order. */
+enum { N_REPEAT = 4 };
+const char *const mb_wire_repeat_keys[N_REPEAT] = {
+    "pkg.torch.onnx.stack_trace", "pkg.torch.onnx.class_hierarchy", "pkg.torch.onnx.name_scopes",
+    "pkg.torch.onnx.fx_node"};
+
 typedef struct walker {
   mb_reader *r;
   mb_strbuf *out;
   mb_diag *d;
+  int graphs;      /* GraphProto / FunctionProto messages open */
+  bool main_graph; /* the outermost open one is ModelProto.graph */
+  struct {
+    size_t off, len; /* the value of the last kept entry of this key, in out */
+    bool ok;         /* a repeat of it may be written as a marker */
+  } last[N_REPEAT];
 } walker;
 
 /* A field's tag, its length or value, and nothing else fit in this many bytes. */
@@ -267,10 +278,97 @@ static int check_packed(walker *w, const field_rule *f, msg_id m, uint64_t p, ui
   return MB_OK;
 }
 
+static void forget_repeats(walker *w) {
+  for (int k = 0; k < N_REPEAT; k++) w->last[k].ok = false;
+}
+
+/* Do n bytes of the source at off equal prev? */
+static int source_equals(walker *w, uint64_t off, const char *prev, size_t n, bool *eq) {
+  *eq = true;
+  while (n > 0 && *eq) {
+    size_t avail, want = n < MB_READER_MAX_PEEK ? n : MB_READER_MAX_PEEK;
+    const uint8_t *q = mb_reader_at(w->r, off, want, &avail);
+    if (!q) return w->d->status;
+    if (avail > n) avail = n;
+    *eq = !memcmp(q, prev, avail);
+    off += avail, prev += avail, n -= avail;
+  }
+  return MB_OK;
+}
+
+/* NodeProto.metadata_props of a main-graph node (wire.h: repeats and "namespace"). *handled:
+ * false leaves the entry to the plain copy (anything but a key field then a value field). The
+ * marker relies on origin.c reading these nodes in file order, each before its subgraphs: so
+ * any graph opening or closing forgets what came before (slim_field). */
+static int node_metadata(walker *w, uint64_t field_start, uint64_t value, uint64_t len,
+                         bool *handled) {
+  *handled = false;
+  size_t avail;
+  const uint8_t *h = mb_reader_at(w->r, value, MB_READER_MAX_PEEK, &avail);
+  if (!h) return w->d->status;
+  if (avail > len) avail = (size_t)len;
+  const uint8_t *q = h, *end = h + avail;
+  uint64_t key_len, value_len;
+  size_t n;
+  if (q == end || *q++ != 0x0A || !(n = mb_wire_varint(q, end, &key_len)) ||
+      key_len > (uint64_t)(end - q - n))
+    return MB_OK;
+  const char *key = (const char *)(q + n);
+  q += n + key_len;
+  if (q == end || *q++ != 0x12 || !(n = mb_wire_varint(q, end, &value_len))) return MB_OK;
+  q += n;
+  uint64_t value_off = value + (uint64_t)(q - h);
+  if (value_len != value + len - value_off) return MB_OK;
+  *handled = true;
+  if ((key_len == 9 && !memcmp(key, "namespace", 9)) ||
+      (key_len == strlen(MB_WIRE_REPEAT_KEY) && !memcmp(key, MB_WIRE_REPEAT_KEY, key_len)))
+    return MB_OK;
+  int kind = -1;
+  for (int k = 0; k < N_REPEAT && kind < 0; k++)
+    if (strlen(mb_wire_repeat_keys[k]) == key_len && !memcmp(key, mb_wire_repeat_keys[k], key_len))
+      kind = k;
+  mb_strbuf *out = w->out;
+  if (kind >= 0 && w->last[kind].ok && w->last[kind].len == value_len) {
+    bool eq;
+    int rc = source_equals(w, value_off, out->data + w->last[kind].off, (size_t)value_len, &eq);
+    if (rc != MB_OK) return rc;
+    if (eq) {
+      size_t mk = strlen(MB_WIRE_REPEAT_KEY), vk = (size_t)key_len;
+      emit_varint(out, (9u << 3) | WT_LEN);
+      emit_varint(out, 2 + varint_size(mk) + mk + varint_size(vk) + vk);
+      emit_varint(out, 0x0A);
+      emit_varint(out, mk);
+      mb_sb_append(out, MB_WIRE_REPEAT_KEY, mk);
+      emit_varint(out, 0x12);
+      emit_varint(out, vk);
+      mb_sb_append(out, mb_wire_repeat_keys[kind], vk); /* key may have left the window */
+      return MB_OK;
+    }
+  }
+  size_t at = out->len + (size_t)(value_off - field_start);
+  int rc = mb_reader_append(w->r, field_start, value + len - field_start, out);
+  if (rc != MB_OK || kind < 0 || mb_sb_failed(out)) return rc;
+  w->last[kind].off = at;
+  w->last[kind].len = (size_t)value_len;
+  w->last[kind].ok = !memchr(out->data + at, '\0', (size_t)value_len);
+  return MB_OK;
+}
+
 static int slim_field(walker *w, msg_id m, const field_rule *f, uint64_t field_start,
                       size_t tag_len, uint64_t value, uint64_t len, int depth) {
   mb_strbuf *out = w->out;
+  if (f && m == M_NODE && f->number == 9 && w->graphs == 1 && w->main_graph) {
+    bool handled;
+    int rc = node_metadata(w, field_start, value, len, &handled);
+    if (rc != MB_OK || handled) return rc;
+    forget_repeats(w);
+  }
   if (f && f->kind == K_MESSAGE) {
+    bool graph = f->message == M_GRAPH || f->message == M_FUNCTION;
+    if (graph) {
+      if (w->graphs++ == 0) w->main_graph = m == M_MODEL && f->number == 7;
+      forget_repeats(w);
+    }
     /* tag, then a 5-byte hole for the length, then the slim body; then close the hole. */
     int rc = mb_reader_append(w->r, field_start, tag_len, out);
     if (rc != MB_OK) return rc;
@@ -279,12 +377,15 @@ static int slim_field(walker *w, msg_id m, const field_rule *f, uint64_t field_s
     mb_sb_append(out, zeros, sizeof zeros);
     rc = slim_message(w, (msg_id)f->message, value, value + len, depth + 1);
     if (rc != MB_OK) return rc;
+    if (graph) w->graphs--, forget_repeats(w);
     if (mb_sb_failed(out)) return mb_fail(w->d, MB_E_NOMEM, "out of memory");
     size_t body = out->len - hole - sizeof zeros;
     size_t vs = varint_size(body);
     memmove(out->data + hole + vs, out->data + hole + sizeof zeros, body);
     put_varint((uint8_t *)out->data + hole, body);
     out->len = hole + vs + body;
+    for (int k = 0; k < N_REPEAT; k++) /* what node_metadata remembers moved with the body */
+      if (w->last[k].off >= hole + sizeof zeros) w->last[k].off -= sizeof zeros - vs;
     return MB_OK;
   }
   if (f && f->payload && len > MB_WIRE_KEEP_PAYLOAD) {
@@ -396,20 +497,20 @@ static int slim_message(walker *w, msg_id m, uint64_t p, uint64_t end, int depth
 }
 
 int mb_wire_slim_reader(mb_reader *r, mb_strbuf *out, mb_diag *d) {
-  walker w = {r, out, d};
+  walker w = {.r = r, .out = out, .d = d};
   return slim_message(&w, M_MODEL, 0, r->size, 0);
 }
 
 int mb_wire_slim_model(const uint8_t *data, size_t len, mb_strbuf *out, mb_diag *d) {
   mb_reader r;
   mb_reader_init_buffer(&r, data, len, d);
-  walker w = {&r, out, d};
+  walker w = {.r = &r, .out = out, .d = d};
   return slim_message(&w, M_MODEL, 0, len, 0);
 }
 
 int mb_wire_slim_tensor(const uint8_t *data, size_t len, mb_strbuf *out, mb_diag *d) {
   mb_reader r;
   mb_reader_init_buffer(&r, data, len, d);
-  walker w = {&r, out, d};
+  walker w = {.r = &r, .out = out, .d = d};
   return slim_message(&w, M_TENSOR, 0, len, 0);
 }

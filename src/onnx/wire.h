@@ -26,6 +26,15 @@
  * (MB_LIMIT_DEPTH_CEILING) always meets limit.subgraph_depth, which names itself, first. */
 #define MB_WIRE_MAX_DEPTH (3 * MB_LIMIT_DEPTH_CEILING + 64)
 
+/* The torch exporter's node metadata (onnx/origin.c reads it) repeats: the nodes one FX node
+ * became are consecutive and carry the same texts, and a decoder's layers repeat their stacks.
+ * In the main graph, an entry equal to the previous kept entry of the same key (one of the
+ * keys below, which origin.c remembers) is written as an entry with key MB_WIRE_REPEAT_KEY and
+ * that key as its value: "as before". Entries with key "namespace" (never read) are dropped.
+ * A 70B decoder's 34 MB of metadata so shrink to about a third before protobuf-c copies them. */
+#define MB_WIRE_REPEAT_KEY "pkg.membudget.repeat_previous"
+extern const char *const mb_wire_repeat_keys[4];
+
 /* Validate data as a ModelProto and append the slim copy to out. MB_OK or MB_E_PARSE /
  * MB_E_LIMIT / MB_E_NOMEM with a message naming the message, field and byte offset. */
 int mb_wire_slim_model(const uint8_t *data, size_t len, mb_strbuf *out, mb_diag *d);
