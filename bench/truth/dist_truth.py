@@ -404,7 +404,7 @@ def _rank(rank, world, c, port, outdir, ac):
 
     resident = {}
     times = {}
-    for i in range(1, WARMUP + MEASURED + 1):
+    for i in range(1, WARMUP + c.get("measured_steps", MEASURED) + 1):
         opt.zero_grad(set_to_none=True)
         gc.collect()
         stream.tag = "S%d:" % i
@@ -796,6 +796,8 @@ def headline(rk):
         last[b] = compact(last[b])
     rest = {k: {f: v[f] for f in ("start", "peak", "alloc_peak", "end", "forward_end")} for k, v in steps.items()}
     agree = len({json.dumps(v, sort_keys=True) for v in rest.values()}) == 1
+    for k, v in steps.items():  # each step's phase peaks too (the gloo race moves the backward one)
+        rest[k]["phase_peak"] = v["phase_peak"]
     ranges = {f: [min(v[f] for v in rest.values()), max(v[f] for v in rest.values())]
               for f in ("peak", "alloc_peak")}
     return dict(last, measured_step=int(max(steps, key=int)), steps=rest, steps_agree=agree, ranges=ranges,
@@ -919,6 +921,8 @@ def main():
     ap.add_argument("--worlds", nargs="*", type=int)
     ap.add_argument("--optimizers", nargs="*")
     ap.add_argument("--out", default=OUT)
+    ap.add_argument("--steps", type=int, default=MEASURED, help="measured steps per run (default %d)" % MEASURED)
+    ap.add_argument("--repeats", type=int, default=1, help="runs of each case (each its own record, 'repeat': k)")
     ap.add_argument("--resume", action="store_true", help="keep the cases already in --out")
     ap.add_argument("--validate", action="store_true",
                     help="only the validation case (ws=1 hf/gpt2 at cpu-torch2.json's sequence and threads)")
@@ -946,6 +950,10 @@ def main():
         if (not a.models or c["model"] in a.models) and (not a.variants or c["variant"] in a.variants)
         and (not a.wrappers or c["wrapper"] in a.wrappers) and (not a.worlds or c["world_size"] in a.worlds)
         and (not a.optimizers or c["optimizer"] in a.optimizers)]
+    if a.steps != MEASURED:  # a different case: its key says how many steps it measured
+        cases = [dict(c, measured_steps=a.steps) for c in cases]
+    if a.repeats > 1:
+        cases = [dict(c, repeat=k) for c in cases for k in range(1, a.repeats + 1)]
     if a.validate:
         a.out = a.out if a.out != OUT else os.path.join(tempfile.gettempdir(), "dist-truth-validate.json")
     command = "bench/truth/.venv2/bin/python " + " ".join(["bench/truth/dist_truth.py"] + sys.argv[1:])
@@ -955,7 +963,7 @@ def main():
            "measured_by": "counting wrapper of the CPU allocator (alloc_counter.cpp, every thread), op boundaries and "
                           "contexts from the profiler's main-thread allocation stream matched event by event; no "
                           "dispatch mode",
-           "runs_per_case": 1, "measured_steps_per_run": MEASURED, "cases": []}
+           "runs_per_case": a.repeats, "measured_steps_per_run": a.steps, "cases": []}
     done = {}
     if a.resume and os.path.exists(a.out):
         with open(a.out) as f:

@@ -98,7 +98,8 @@ int mb_emit_step(mb_builder *b);
 int mb_dist_fsdp_events(mb_builder *b);
 /* dist.c: ZeRO's and FSDP's events woven into the emitted step */
 int mb_dist_events(mb_builder *b);
-/* dist.c: FSDP1's largest flat parameter shard in elements (0 otherwise): a for-loop optimizer
- * step's temporaries are per FlatParameter */
-uint64_t mb_dist_flat_largest(const mb_builder *b);
+/* dist.c: FSDP1's flat parameters (a rank's elements of each) in model.parameters() order, at
+ * most cap; returns how many (0 without FSDP1): a for-loop optimizer step's temporaries are per
+ * FlatParameter */
+size_t mb_dist_flat_units(const mb_builder *b, uint64_t *numel, size_t cap);
 #endif

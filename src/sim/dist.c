@@ -63,20 +63,25 @@ size_t mb_ddp_buckets(const mb_dist_opts *o, const uint64_t *grad_bytes, size_t 
 
 static size_t wrapped_prefix(const mb_dist_opts *o, const char *path);
 
-uint64_t mb_dist_flat_largest(const mb_builder *b) {
+/* FSDP1's FlatParameters as model.parameters() lists them: the root's first (registered on the
+ * wrapped root module itself, before any child), then each wrapped unit's in module order, i.e.
+ * the order of the units' first parameters; each a rank's elements (the flat shard, or the whole
+ * flat parameter under NO_SHARD). */
+size_t mb_dist_flat_units(const mb_builder *b, uint64_t *numel, size_t cap) {
   const mb_dist_opts *o = &b->step->dist;
-  if (o->strategy != MB_STRATEGY_FSDP || o->fsdp_version != 1) return 0;
+  if (o->strategy != MB_STRATEGY_FSDP || o->fsdp_version != 1 || !cap) return 0;
   const mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
-  uint64_t largest = 0;
-  /* units by their parameters' names: each wrapped module's, the root's the rest */
+  int32_t n = mb_dist_shards(o);
+  size_t k = 1;
+  numel[0] = 0; /* the root, whatever its place among the graph's parameters */
   for (int32_t v = 0; v < g->n_values; v++) {
     if (!ms->trainable_init[v]) continue;
     const char *name = g->inits[g->values[v].initializer].name;
     size_t len = name ? wrapped_prefix(o, name) : 0;
     uint64_t sum = 0;
     bool first = true;
-    for (int32_t x = 0; x < g->n_values; x++) {
+    for (int32_t x = 0; x < g->n_values && first; x++) {
       if (!ms->trainable_init[x]) continue;
       const char *other = g->inits[g->values[x].initializer].name;
       size_t olen = other ? wrapped_prefix(o, other) : 0;
@@ -84,10 +89,12 @@ uint64_t mb_dist_flat_largest(const mb_builder *b) {
       if (x < v) first = false; /* counted with its unit's first parameter */
       sum += (uint64_t)g->inits[g->values[x].initializer].numel;
     }
-    int32_t n = mb_dist_shards(o);
-    if (first && (sum + (uint64_t)n - 1) / (uint64_t)n > largest) largest = (sum + (uint64_t)n - 1) / (uint64_t)n;
+    if (!first) continue;
+    uint64_t mine = (sum + (uint64_t)n - 1) / (uint64_t)n;
+    if (!len) numel[0] = mine;
+    else if (k < cap) numel[k++] = mine;
   }
-  return largest;
+  return k;
 }
 
 /* The outermost module of a dotted path (a parameter's module, or a node's) that a wrap glob

@@ -743,12 +743,47 @@ static int emit_optimizer(emitter *e) {
     }
     for (int32_t i = 0; i < n; i++) release(e, 0, list[i], -1);
   }
-  int32_t tmps[4], n_tmp = 0;
-  uint64_t flat = mb_dist_flat_largest(b);
-  if (flat > largest) largest = flat;
+  int32_t tmps[5], n_tmp = 0;
   int32_t loop = zero ? 0 : opt->loop_temps + (step->foreach ? 0 : opt->single_temps);
-  for (int l = 0; l < loop && l < 4 && largest; l++) {
-    tmps[n_tmp] = fixed(e, 0, MB_CAT_TEMPORARY, dtype_bytes(largest_dt, largest), "optimizer temporary", 0);
+  /* The for-loop step (foreach off) binds its result (Adam's denom, RMSprop's avg, Adagrad's std)
+   * to a loop variable that lives until the next parameter's is assigned: while parameter i's
+   * temporaries exist, parameter i - 1's result is still alive (torch/optim/adam.py
+   * _single_tensor_adam: denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)). The
+   * parameters in model.parameters() order: FSDP1's FlatParameters, else the graph's. */
+  uint64_t prev = 0, bound = 0;
+  if (!zero && !step->foreach && opt->single_temps && loop) {
+    size_t cap = (size_t)g->n_values + 1;
+    uint64_t *flat = mb_arena_array(&b->a, cap, sizeof(uint64_t));
+    if (!flat) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+    size_t n_flat = mb_dist_flat_units(b, flat, cap);
+    uint64_t last = 0, best = 0;
+    int32_t dt = largest_dt;
+    for (size_t i = 0; i < (n_flat ? n_flat : (size_t)g->n_values); i++) {
+      uint64_t here;
+      if (n_flat) {
+        here = dtype_bytes(largest_dt, flat[i]);
+      } else {
+        int32_t v = (int32_t)i;
+        if (!ms->trainable_init[v] || !e->reached[v]) continue;
+        dt = master ? MB_DTYPE_FLOAT : ms->rt[v];
+        here = dtype_bytes(dt, rank_numel(step, shards, &g->inits[g->values[v].initializer]));
+      }
+      if (last + (uint64_t)loop * here > best) {
+        best = last + (uint64_t)loop * here;
+        prev = last;
+        bound = here;
+      }
+      last = here;
+    }
+  } else {
+    bound = dtype_bytes(largest_dt, largest);
+  }
+  if (prev && loop) {
+    tmps[n_tmp] = fixed(e, 0, MB_CAT_TEMPORARY, prev, "optimizer temporary (the previous parameter's, still bound)", 0);
+    if (tmps[n_tmp++] < 0) return b->d->status;
+  }
+  for (int l = 0; l < loop && l < 4 && bound; l++) {
+    tmps[n_tmp] = fixed(e, 0, MB_CAT_TEMPORARY, bound, "optimizer temporary", 0);
     if (tmps[n_tmp++] < 0) return b->d->status;
   }
   for (int32_t i = 0; i < n_tmp; i++) release(e, 0, tmps[i], -1);
