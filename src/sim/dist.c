@@ -458,15 +458,27 @@ int mb_dist_fsdp_events(mb_builder *b) {
   for (int32_t r = 0; r < n_rs && rc == MB_OK; r++) { /* ZeRO-3: zero_grads() */
     int32_t k = rorder[r];
     int64_t pos = 2 * (int64_t)grad_at[k] + 1;
+    /* the previous unit's input goes first: post_backward's "FSDP::post_backward_rs_wait" pops
+     * the oldest of reduce_scatter_states (at most reduce_scatter_max_input_buffers = 1) before
+     * this unit's foreach_reduce allocates its own (_fsdp_param_group.py, torch 2.15) */
+    if (rs_held >= 0 && add(b, &w, pos, 0, MB_PHASE_BACKWARD, rs_held)) {
+      rc = nomem(b);
+      break;
+    }
+    rs_held = -1;
     int32_t in = fixed_slot(b, MB_CAT_TEMPORARY, u.grad_shard[k] * (uint64_t)shards, "FSDP reduce-scatter input");
     if (in < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, in)) {
       rc = nomem(b);
       break;
     }
-    /* gloo's reduce_scatter_tensor_coalesced clones its whole input on the CPU */
+    /* gloo's reduce_scatter_tensor_coalesced clones its whole input on the CPU: FSDP1 reduces
+     * the flat gradient autograd made; FSDP2's foreach_reduce first copies the gradients into
+     * its input, clears them (unsharded_grads.clear()) and allocates the output, then calls the
+     * collective (_fsdp_collectives.py) */
+    bool fsdp1 = o->fsdp_version == 1;
     int32_t clone = b->step->cpu && o->world_size > 1 ? fixed_slot(b, MB_CAT_TEMPORARY, u.grad_shard[k] * (uint64_t)shards,
                                               "gloo reduce-scatter clone") : -2;
-    if (clone == -1 || (clone >= 0 && add(b, &w, pos, 1, MB_PHASE_BACKWARD, clone))) {
+    if (clone == -1 || (fsdp1 && clone >= 0 && add(b, &w, pos, 1, MB_PHASE_BACKWARD, clone))) {
       rc = nomem(b);
       break;
     }
@@ -488,8 +500,8 @@ int mb_dist_fsdp_events(mb_builder *b) {
     if (host) p->host_bytes += u.grad_shard[k];
     int32_t shard = fixed_slot(b, MB_CAT_GRADIENT, host ? 0 : u.grad_shard[k], "FSDP sharded gradients");
     if (shard < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, shard) ||
-        (clone >= 0 && add(b, &w, pos, 0, MB_PHASE_BACKWARD, clone)) ||
-        (rs_held >= 0 && add(b, &w, pos, 0, MB_PHASE_BACKWARD, rs_held))) {
+        (!fsdp1 && clone >= 0 && add(b, &w, pos, 1, MB_PHASE_BACKWARD, clone)) ||
+        (clone >= 0 && add(b, &w, pos, 0, MB_PHASE_BACKWARD, clone))) {
       rc = nomem(b);
       break;
     }
