@@ -32,6 +32,8 @@ static const struct { const char *flag, *key; } value_flags[] = {
   {"--world-size", "world_size"}, {"--strategy", "strategy"}, {"--bucket-cap-mb", "bucket_cap_mb"},
   {"--fsdp-sharding", "fsdp_sharding"}, {"--fsdp-wrap", "fsdp_wrap"}, {"--gpus-per-node", "gpus_per_node"}, {"--offload", "offload"},
   {"--fsdp-reshard-root", "fsdp_reshard_root"}, {"--fsdp-version", "fsdp_version"},
+  {"--fsdp-wrap-class", "fsdp_wrap_class"}, {"--fsdp-backward-prefetch", "fsdp_backward_prefetch"},
+  {"--fsdp-forward-prefetch", "fsdp_forward_prefetch"}, {"--fsdp-limit-all-gathers", "fsdp_limit_all_gathers"},
   {"--reduce-bucket-size", "reduce_bucket_size"}, {"--overlap-comm", "overlap_comm"},
   {"--stage3-param-persistence-threshold", "stage3_param_persistence_threshold"},
 };

@@ -61,7 +61,88 @@ size_t mb_ddp_buckets(const mb_dist_opts *o, const uint64_t *grad_bytes, size_t 
 
 /* ---- FSDP units ---- */
 
-static size_t wrapped_prefix(const mb_dist_opts *o, const char *path);
+/* What is wrapped as a unit: the globs of fsdp_wrap, and the modules whose class fsdp_wrap_class
+ * names (their dotted paths, found in the graph's class_hierarchy metadata). */
+typedef struct wrapset {
+  const mb_dist_opts *o;
+  char **paths;
+  size_t n;
+} wrapset;
+
+static size_t wrapped_prefix(const wrapset *ws, const char *path);
+
+static void wrapset_free(wrapset *ws) {
+  for (size_t i = 0; i < ws->n; i++) free(ws->paths[i]);
+  free(ws->paths);
+  ws->paths = NULL;
+  ws->n = 0;
+}
+
+static bool names_class(const mb_dist_opts *o, const char *name, size_t len) {
+  for (size_t k = 0; k < o->n_wrap_class; k++)
+    if (strlen(o->wrap_class[k]) == len && !strncmp(o->wrap_class[k], name, len)) return true;
+  return false;
+}
+
+/* The modules of the wrapped classes: a node's class_names line i (i >= 1; line 0 is the root)
+ * is the class of the module its scope's first i segments name. A class no module has, or a
+ * graph without class metadata, is an error: the units would silently be the root alone. */
+static int wrapset_init(const mb_builder *b, wrapset *ws) {
+  const mb_dist_opts *o = &b->step->dist;
+  *ws = (wrapset){o, NULL, 0};
+  if (!o->n_wrap_class || (o->strategy != MB_STRATEGY_FSDP && o->strategy != MB_STRATEGY_ZERO3)) return MB_OK;
+  const mb_graph *g = b->ms[0].g;
+  bool *seen = calloc(o->n_wrap_class, sizeof(bool)), any = false;
+  if (!seen) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  int rc = MB_OK;
+  for (int32_t k = 0; k < g->n_nodes && rc == MB_OK; k++) {
+    const mb_origin *org = &g->nodes[k].origin;
+    if (!org->class_names || !org->scope || org->scope[0] != '/') continue;
+    any = true;
+    const char *line = strchr(org->class_names, '\n'); /* past the root's */
+    const char *seg = org->scope;
+    while (line && line[1] && rc == MB_OK) {
+      const char *name = line + 1, *eol = strchr(name, '\n');
+      if (!eol) break;
+      const char *next = strchr(seg + 1, '/'); /* the end of this level's segment */
+      if (!next) break;                         /* the last segment is the FX node */
+      for (size_t c = 0; c < o->n_wrap_class; c++)
+        if (strlen(o->wrap_class[c]) == (size_t)(eol - name) && !strncmp(o->wrap_class[c], name, (size_t)(eol - name)))
+          seen[c] = true;
+      if (names_class(o, name, (size_t)(eol - name))) {
+        char dotted[512];
+        bool have = false;
+        if (mb_origin_module_of_scope(org->scope, (size_t)(next - org->scope), dotted, sizeof dotted)) {
+          for (size_t i = 0; i < ws->n && !have; i++) have = !strcmp(ws->paths[i], dotted);
+          char **grown = have ? ws->paths : realloc(ws->paths, (ws->n + 1) * sizeof *grown);
+          char *copy = have ? NULL : malloc(strlen(dotted) + 1);
+          if (!have && (!grown || !copy)) {
+            if (grown) ws->paths = grown;
+            free(copy);
+            rc = mb_fail(b->d, MB_E_NOMEM, "out of memory");
+            break;
+          }
+          if (!have) {
+            strcpy(copy, dotted);
+            ws->paths = grown;
+            ws->paths[ws->n++] = copy;
+          }
+        }
+      }
+      line = eol;
+      seg = next;
+    }
+  }
+  if (rc == MB_OK && !any)
+    rc = mb_fail(b->d, MB_E_INVALID_ARG,
+                 "fsdp_wrap_class: the graph records no module classes (pkg.torch.onnx.class_hierarchy, written by "
+                 "torch.onnx.export(..., dynamo=True)); wrap by module path with fsdp_wrap instead");
+  for (size_t c = 0; c < o->n_wrap_class && rc == MB_OK; c++)
+    if (!seen[c]) rc = mb_fail(b->d, MB_E_INVALID_ARG, "fsdp_wrap_class: no module of class '%s' in the graph", o->wrap_class[c]);
+  free(seen);
+  if (rc != MB_OK) wrapset_free(ws);
+  return rc;
+}
 
 /* FSDP1's FlatParameters as model.parameters() lists them: the root's first (registered on the
  * wrapped root module itself, before any child), then each wrapped unit's in module order, i.e.
@@ -74,17 +155,19 @@ size_t mb_dist_flat_units(const mb_builder *b, uint64_t *numel, size_t cap) {
   const mb_graph *g = ms->g;
   int32_t n = mb_dist_shards(o);
   size_t k = 1;
+  wrapset ws;
+  if (wrapset_init(b, &ws)) return 0;
   numel[0] = 0; /* the root, whatever its place among the graph's parameters */
   for (int32_t v = 0; v < g->n_values; v++) {
     if (!ms->trainable_init[v]) continue;
     const char *name = g->inits[g->values[v].initializer].name;
-    size_t len = name ? wrapped_prefix(o, name) : 0;
+    size_t len = name ? wrapped_prefix(&ws, name) : 0;
     uint64_t sum = 0;
     bool first = true;
     for (int32_t x = 0; x < g->n_values && first; x++) {
       if (!ms->trainable_init[x]) continue;
       const char *other = g->inits[g->values[x].initializer].name;
-      size_t olen = other ? wrapped_prefix(o, other) : 0;
+      size_t olen = other ? wrapped_prefix(&ws, other) : 0;
       if (olen != len || (len && strncmp(name, other, len))) continue;
       if (x < v) first = false; /* counted with its unit's first parameter */
       sum += (uint64_t)g->inits[g->values[x].initializer].numel;
@@ -94,12 +177,14 @@ size_t mb_dist_flat_units(const mb_builder *b, uint64_t *numel, size_t cap) {
     if (!len) numel[0] = mine;
     else if (k < cap) numel[k++] = mine;
   }
+  wrapset_free(&ws);
   return k;
 }
 
 /* The outermost module of a dotted path (a parameter's module, or a node's) that a wrap glob
  * names; its length in path, 0 for none (the root unit). */
-static size_t wrapped_prefix(const mb_dist_opts *o, const char *path) {
+static size_t wrapped_prefix(const wrapset *ws, const char *path) {
+  const mb_dist_opts *o = ws->o;
   size_t len = strlen(path);
   if (o->strategy == MB_STRATEGY_ZERO3) return len; /* DeepSpeed gathers each module's own */
   char buf[512];
@@ -109,6 +194,8 @@ static size_t wrapped_prefix(const mb_dist_opts *o, const char *path) {
     buf[i] = '\0';
     for (size_t k = 0; k < o->n_wrap; k++)
       if (mb_glob_match(o->wrap[k], buf)) return i;
+    for (size_t k = 0; k < ws->n; k++)
+      if (!strcmp(ws->paths[k], buf)) return i;
   }
   return 0;
 }
@@ -119,6 +206,7 @@ typedef struct units {
   uint64_t *bytes;      /* unsharded parameter bytes */
   uint64_t *shard;      /* a rank's shard of them: each parameter's dim 0 padded */
   uint64_t *grad_shard; /* the shard of those that train */
+  const wrapset *ws;
 } units;
 
 static int32_t unit_of(mb_builder *b, units *u, const char *path, size_t len) {
@@ -140,7 +228,7 @@ static int32_t unit_of_node(mb_builder *b, units *u, const mb_node *n) {
   const char *end = strrchr(scope, '/');
   char dotted[512];
   if (!mb_origin_module_of_scope(scope, (size_t)(end - scope), dotted, sizeof dotted)) return 0;
-  return unit_of(b, u, dotted, wrapped_prefix(&b->step->dist, dotted));
+  return unit_of(b, u, dotted, wrapped_prefix(u->ws, dotted));
 }
 
 /* A parameter's unit: by its name's module path when a glob names one, else the unit of the
@@ -154,7 +242,7 @@ static int32_t unit_of_param(mb_builder *b, units *u, int32_t v, const int32_t *
     size_t len = (size_t)(dot - name) < sizeof path - 1 ? (size_t)(dot - name) : sizeof path - 1;
     memcpy(path, name, len);
     path[len] = '\0';
-    size_t w = wrapped_prefix(&b->step->dist, path);
+    size_t w = wrapped_prefix(u->ws, path);
     if (w) return unit_of(b, u, path, w);
   }
   for (int32_t k = 0; k < g->n_nodes; k++)
@@ -225,7 +313,7 @@ static bool makes_grad(const mb_plan *p, const mb_event_rec *e, const bool *free
 /* kept: where the all-gather output goes (freed by the caller), or NULL to free it after the
  * copy-out. On the CPU, gloo's all-gather copies through a temporary of the output's size
  * (AsyncAllgatherWork's newLikeFlat; docs/distributed-truth.md), one at a time. */
-static int32_t gather(mb_builder *b, weave *w, int64_t pos, int phase, const units *u, int32_t k,
+static int32_t gather(mb_builder *b, weave *w, int64_t pos, int64_t copy_pos, int phase, const units *u, int32_t k,
                       const char *name, int32_t *kept) {
   uint64_t bytes = u->bytes[k];
   int32_t full = fixed_slot(b, MB_CAT_PARAMETER, bytes, name);
@@ -243,15 +331,19 @@ static int32_t gather(mb_builder *b, weave *w, int64_t pos, int phase, const uni
     }
     return full;
   }
+  if (mb_dist_shards(o) <= 1) { /* one rank: wait_for_unshard copies the shards, no all-gather output */
+    if (kept) *kept = -1;
+    return add(b, w, copy_pos, 1, phase, full) ? -1 : full;
+  }
   int32_t out = fixed_slot(b, MB_CAT_TEMPORARY, padded, "FSDP all-gather output");
   if (out < 0 || add(b, w, pos, 1, phase, out)) return -1;
   if (b->step->cpu && b->step->dist.world_size > 1) {
     int32_t tmp = fixed_slot(b, MB_CAT_TEMPORARY, padded, "gloo all-gather temporary");
     if (tmp < 0 || add(b, w, pos, 1, phase, tmp) || add(b, w, pos, 0, phase, tmp)) return -1;
   }
-  if (add(b, w, pos, 1, phase, full)) return -1;
+  if (add(b, w, copy_pos, 1, phase, full)) return -1;
   if (kept) *kept = out;
-  else if (add(b, w, pos, 0, phase, out)) return -1;
+  else if (add(b, w, copy_pos, 0, phase, out)) return -1;
   return full;
 }
 
@@ -320,8 +412,35 @@ int mb_dist_events(mb_builder *b) {
   return rc;
 }
 
+static int fsdp_events(mb_builder *b, const wrapset *ws);
+
+/* Where FSDP2's gloo reduce-scatter clone dies on the CPU. Its last reference is dropped by
+ * whichever thread lets go last, the caller or gloo's worker (docs/distributed-truth.md, "A race
+ * on CPU"); measured on ResNet-18 (dist_truth.py --steps 12 --repeats 3): in about a third of the
+ * steps the worker's is last and the clone is still alive at the next unit's copy-out in
+ * backward (its own pre_backward). The budget takes that side: freed after the next backward
+ * copy-out; at once when none follows. */
+static int64_t clone_end(const int64_t *copies, int32_t n, int64_t pos) {
+  int64_t end = -1;
+  for (int32_t i = 0; i < n; i++)
+    if (copies[i] > pos && (end < 0 || copies[i] < end)) end = copies[i];
+  return end < 0 ? pos : end;
+}
+
 int mb_dist_fsdp_events(mb_builder *b) {
+  wrapset ws;
+  int rc = wrapset_init(b, &ws);
+  if (rc == MB_OK) rc = fsdp_events(b, &ws);
+  wrapset_free(&ws);
+  return rc;
+}
+
+static int fsdp_events(mb_builder *b, const wrapset *ws) {
   const mb_dist_opts *o = &b->step->dist;
+  if (o->strategy == MB_STRATEGY_FSDP && o->fsdp_version != 1 &&
+      (o->backward_prefetch != MB_PREFETCH_PRE || o->forward_prefetch || !o->limit_all_gathers))
+    return mb_fail(b->d, MB_E_INVALID_ARG, "fsdp_backward_prefetch, fsdp_forward_prefetch and fsdp_limit_all_gathers are "
+                                           "FullyShardedDataParallel's (fsdp_version 1); fully_shard prefetches one unit");
   int32_t shards = mb_dist_shards(o);
   bool zero3 = o->strategy == MB_STRATEGY_ZERO3;
   /* FSDP2 gathers into unsharded copies on one rank too; NO_SHARD and one-rank ZeRO-3 do not */
@@ -331,6 +450,7 @@ int mb_dist_fsdp_events(mb_builder *b) {
   mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
   units u = {0};
+  u.ws = ws;
   u.cap = g->n_nodes + g->n_values + 2; /* a unit per node or parameter at most */
   u.name = mb_arena_array(&b->a, (size_t)u.cap, sizeof(char *));
   int32_t *node_unit = mb_arena_array(&b->a, (size_t)g->n_nodes + 1, sizeof(int32_t));
@@ -412,7 +532,10 @@ int mb_dist_fsdp_events(mb_builder *b) {
   for (int32_t i = 0; i < n_fwd && rc == MB_OK; i++) {
     int32_t k = forder[i], out = -1;
     int64_t at = 2 * (int64_t)fkey[k];
-    int32_t full = gather(b, &w, at, MB_PHASE_FORWARD, &u, k, k ? "FSDP unsharded parameters" : "FSDP unsharded parameters (root)",
+    /* FSDP1 forward_prefetch: _pre_forward_prefetch gathers the next unit right after the
+     * current one's unshard (_runtime_utils.py, _pre_forward_unshard) */
+    if (o->fsdp_version == 1 && o->forward_prefetch && i > 0) at = 2 * (int64_t)fkey[forder[i - 1]];
+    int32_t full = gather(b, &w, at, at, MB_PHASE_FORWARD, &u, k, k ? "FSDP unsharded parameters" : "FSDP unsharded parameters (root)",
                           zero3 ? NULL : &out);
     if (full < 0) {
       rc = nomem(b);
@@ -430,16 +553,39 @@ int mb_dist_fsdp_events(mb_builder *b) {
     }
   }
   if (rc == MB_OK && held >= 0) rc = add(b, &w, 2 * (int64_t)fwd_end + 1, 0, MB_PHASE_FORWARD, held);
+  int64_t *bgather = mb_arena_array(&b->a, (size_t)u.n + 1, sizeof(int64_t)); /* where backward gathers */
+  int32_t n_bgather = 0;
+  if (!bgather) return nomem(b);
   /* backward, in its order: each resharded unit gathered again when the unit before it starts
    * its backward (the prefetch), right after that unit's own gather */
   for (int32_t i = 0; i < n_order && rc == MB_OK && reshard; i++) {
     int32_t k = order[i], at = bfirst[i ? order[i - 1] : k];
     if (first[k] < 0) continue;
-    int32_t again = gather(b, &w, 2 * (int64_t)at, MB_PHASE_BACKWARD, &u, k, "FSDP unsharded parameters (backward)", NULL);
+    int64_t pos = 2 * (int64_t)at;
+    /* FSDP1's BackwardPrefetch (_get_handle_to_prefetch): BACKWARD_PRE gathers the next unit in
+     * the current one's pre-backward hook, the root's (never resharded) included; BACKWARD_POST
+     * after the current one's post-backward reshard, before its reduce-scatter; None in the
+     * unit's own pre-backward */
+    if (o->fsdp_version == 1 && !zero3) {
+      if (o->backward_prefetch == MB_PREFETCH_NONE) pos = 2 * (int64_t)bfirst[k];
+      else if (o->backward_prefetch == MB_PREFETCH_POST) pos = i ? 2 * (int64_t)blast[order[i - 1]] + 1 : 2 * (int64_t)bfirst[k];
+      else if (!i && order[0] != 0 && bfirst[0] >= 0 && bfirst[0] < bfirst[k]) pos = 2 * (int64_t)bfirst[0];
+    }
+    /* FSDP2 (_fsdp_param_group.py): the root's pre_backward prefetches the first unit, each unit's
+     * the next (_backward_prefetch: post_forward_order[index - 1]); a prefetch only issues the
+     * all-gather into its output, the copy-out into the unsharded parameters (and the output's
+     * free) waits for the unit's own pre_backward (wait_for_unshard) */
+    int64_t copy = pos;
+    if (o->fsdp_version != 1 && !zero3) {
+      if (!i && order[0] != 0 && bfirst[0] >= 0 && bfirst[0] < bfirst[k]) pos = 2 * (int64_t)bfirst[0];
+      copy = 2 * (int64_t)bfirst[k];
+    }
+    int32_t again = gather(b, &w, pos, copy, MB_PHASE_BACKWARD, &u, k, "FSDP unsharded parameters (backward)", NULL);
     if (again < 0) {
       rc = nomem(b);
       break;
     }
+    bgather[n_bgather++] = copy;
     rc = add(b, &w, 2 * (int64_t)blast[k] + 1, 0, MB_PHASE_BACKWARD, again);
   }
   /* reduce-scatter after each unit's backward (the root's when backward ends): the gradients
@@ -501,7 +647,7 @@ int mb_dist_fsdp_events(mb_builder *b) {
     int32_t shard = fixed_slot(b, MB_CAT_GRADIENT, host ? 0 : u.grad_shard[k], "FSDP sharded gradients");
     if (shard < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, shard) ||
         (!fsdp1 && clone >= 0 && add(b, &w, pos, 1, MB_PHASE_BACKWARD, clone)) ||
-        (clone >= 0 && add(b, &w, pos, 0, MB_PHASE_BACKWARD, clone))) {
+        (clone >= 0 && add(b, &w, fsdp1 ? pos : clone_end(bgather, n_bgather, pos), 0, MB_PHASE_BACKWARD, clone))) {
       rc = nomem(b);
       break;
     }

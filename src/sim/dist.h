@@ -45,7 +45,21 @@ typedef struct mb_dist_opts {
   int overlap_comm;             /* a second reduction buffer: 1, 0, -1 the stage's default */
   int64_t persistence_threshold; /* ZeRO-3: parameters of at most this many elements stay whole */
   int offload;                  /* enum mb_offload: what lives in host memory */
+  /* FSDP, continued (budget/setup_fsdp.c) */
+  char **wrap_class;        /* module class names wrapped as units (FSDP1's ModuleWrapPolicy,
+                             * FSDP2's fully_shard on each instance): matched against the
+                             * exporter's class_hierarchy */
+  size_t n_wrap_class;
+  int backward_prefetch;    /* enum mb_fsdp_prefetch: when FSDP1 gathers the next unit in backward */
+  bool forward_prefetch;    /* FSDP1: the next unit gathered when a unit's forward starts */
+  bool limit_all_gathers;   /* FSDP1's rate limiter (default on; see docs/distributed.md) */
 } mb_dist_opts;
+
+enum mb_fsdp_prefetch {
+  MB_PREFETCH_PRE,  /* BackwardPrefetch.BACKWARD_PRE: at the current unit's pre-backward */
+  MB_PREFETCH_POST, /* BACKWARD_POST: after the current unit's post-backward reshard */
+  MB_PREFETCH_NONE  /* None: each unit gathered at its own pre-backward */
+};
 
 enum mb_offload {
   MB_OFFLOAD_NONE,
