@@ -195,7 +195,23 @@ WRAPPERS = {
     "fsdp1-full": ("fsdp1", {"sharding_strategy": "FULL_SHARD"}),
     "fsdp1-grad-op": ("fsdp1", {"sharding_strategy": "SHARD_GRAD_OP"}),
     "fsdp1-no-shard": ("fsdp1", {"sharding_strategy": "NO_SHARD"}),
+    # FSDP1's prefetch and rate-limit options (FULL_SHARD; defaults BACKWARD_PRE, no forward
+    # prefetch, limit_all_gathers=True): results/cpu-torch2-dist-fsdp.json
+    "fsdp1-bwd-post": ("fsdp1", {"sharding_strategy": "FULL_SHARD", "backward_prefetch": "BACKWARD_POST"}),
+    "fsdp1-bwd-none": ("fsdp1", {"sharding_strategy": "FULL_SHARD", "backward_prefetch": None}),
+    "fsdp1-fwd-prefetch": ("fsdp1", {"sharding_strategy": "FULL_SHARD", "forward_prefetch": True}),
+    "fsdp1-no-limit": ("fsdp1", {"sharding_strategy": "FULL_SHARD", "limit_all_gathers": False}),
+    # mixed precision: bf16 compute on fp32 shards, gradients reduced in fp32 or bf16
+    "fsdp2-mp-bf16": ("fsdp2", {"reshard_after_forward": True, "mp": {"param_dtype": "bfloat16",
+                                                                       "reduce_dtype": "float32"}}),
+    "fsdp2-mp-bf16-rbf16": ("fsdp2", {"reshard_after_forward": True, "mp": {"param_dtype": "bfloat16"}}),
+    "fsdp1-mp-bf16": ("fsdp1", {"sharding_strategy": "FULL_SHARD", "mp": {
+        "param_dtype": "bfloat16", "reduce_dtype": "float32", "buffer_dtype": "bfloat16"}}),
+    "fsdp1-mp-bf16-rbf16": ("fsdp1", {"sharding_strategy": "FULL_SHARD", "mp": {
+        "param_dtype": "bfloat16", "reduce_dtype": "bfloat16", "buffer_dtype": "bfloat16"}}),
 }
+FSDP_OPTION_VARIANTS = ("fsdp1-bwd-post", "fsdp1-bwd-none", "fsdp1-fwd-prefetch", "fsdp1-no-limit",
+                        "fsdp2-mp-bf16", "fsdp2-mp-bf16-rbf16", "fsdp1-mp-bf16", "fsdp1-mp-bf16-rbf16")
 
 BATCH = {"zoo/resnet18": 4, "hf/gpt2": 2}
 
@@ -219,6 +235,7 @@ def default_cases():
                       "fsdp1-grad-op", "fsdp1-no-shard"):
                 cases.append(case(m, v, w))
         cases += [case(m, v, 2) for v in ("ddp-static", "ddp-lazy-buckets")]
+        cases += [case(m, v, w) for w in (2, 4) for v in FSDP_OPTION_VARIANTS]
         cases += [case(m, "none", 1, "sgd-momentum")]
         cases += [case(m, v, 2, "sgd-momentum") for v in ("ddp", "fsdp2")]
     return cases
@@ -274,20 +291,29 @@ def wrap(c, model, m, world):
     w, o = c["wrapper"], c["options"]
     if w == "ddp":
         return torch.nn.parallel.DistributedDataParallel(model, **o)
+    mp = {k: getattr(torch, v) for k, v in o.get("mp", {}).items()}  # dtype names -> dtypes
     if w == "fsdp2":
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
         mesh = init_device_mesh("cpu", (world,))
+        kw = {k: v for k, v in o.items() if k != "mp"}
+        if mp:
+            kw["mp_policy"] = MixedPrecisionPolicy(**mp)
         for blk in m.blocks(model):
-            fully_shard(blk, mesh=mesh, **o)
-        fully_shard(model, mesh=mesh, **o)
+            fully_shard(blk, mesh=mesh, **kw)
+        fully_shard(model, mesh=mesh, **kw)
         return model
     if w == "fsdp1":
-        from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
+        from torch.distributed.fsdp import BackwardPrefetch, FullyShardedDataParallel, MixedPrecision, ShardingStrategy
         from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+        kw = {k: o[k] for k in ("forward_prefetch", "limit_all_gathers") if k in o}
+        if "backward_prefetch" in o:
+            kw["backward_prefetch"] = getattr(BackwardPrefetch, o["backward_prefetch"]) if o["backward_prefetch"] else None
+        if mp:
+            kw["mixed_precision"] = MixedPrecision(**mp)
         return FullyShardedDataParallel(model, auto_wrap_policy=ModuleWrapPolicy({m.block_class()}),
                                         sharding_strategy=getattr(ShardingStrategy, o["sharding_strategy"]),
-                                        device_id=torch.device("cpu"))
+                                        device_id=torch.device("cpu"), **kw)
     return model
 
 

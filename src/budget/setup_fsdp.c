@@ -39,7 +39,7 @@ static int add_classes(mb_setup *s, mb_dist_opts *o, const char *key, const char
   for (const char *p = value; *p;) {
     const char *end = strchr(p, ',');
     size_t n = end ? (size_t)(end - p) : strlen(p);
-    if (!class_name(p, n)) return mb_setup_bad(s, key, value, "class names separated by commas (BasicBlock,GPT2Block)");
+    if (!class_name(p, n) || (end && !end[1])) return mb_setup_bad(s, key, value, "class names separated by commas (BasicBlock,GPT2Block)");
     char **grown = realloc(o->wrap_class, (o->n_wrap_class + 1) * sizeof *grown);
     if (!grown) return MB_E_NOMEM;
     o->wrap_class = grown;
