@@ -5,13 +5,20 @@
  *                            adds, "" clears
  *   fsdp_backward_prefetch   pre | post | none: FSDP1's BackwardPrefetch (default pre)
  *   fsdp_forward_prefetch    0 | 1: FSDP1's forward_prefetch                  (default 0)
- *   fsdp_limit_all_gathers   0 | 1: FSDP1's limit_all_gathers                 (default 1) */
+ *   fsdp_limit_all_gathers   0 | 1: FSDP1's limit_all_gathers                 (default 1)
+ * Mixed precision (FSDP2 MixedPrecisionPolicy, FSDP1 MixedPrecision):
+ *   fsdp_param_dtype         fp32 | bf16 | fp16: units gathered and run in it (default: none)
+ *   fsdp_reduce_dtype        fp32 | bf16 | fp16: gradients reduced in it   (default: param's)
+ *   fsdp_buffer_dtype        fp32 | bf16 | fp16: FSDP1's buffer_dtype       (default: kept) */
 #include <stdlib.h>
 #include <string.h>
 
 #include "budget/setup.h"
+#include "graph/dtype.h"
 
 static const char *const prefetches[] = {"pre", "post", "none", NULL}; /* by enum mb_fsdp_prefetch */
+static const char *const dtypes[] = {"fp32", "bf16", "fp16", NULL};
+static const int dtype_ids[] = {MB_DTYPE_FLOAT, MB_DTYPE_BFLOAT16, MB_DTYPE_FLOAT16};
 
 void mb_setup_fsdp_defaults(mb_dist_opts *o) {
   o->backward_prefetch = MB_PREFETCH_PRE;
@@ -64,6 +71,9 @@ int mb_setup_fsdp_option(mb_setup *s, const char *key, const char *value, int *r
     *rc = mb_setup_bool(s, key, value, &o->forward_prefetch);
   } else if (!strcmp(key, "fsdp_limit_all_gathers")) {
     *rc = mb_setup_bool(s, key, value, &o->limit_all_gathers);
+  } else if (!strcmp(key, "fsdp_param_dtype") || !strcmp(key, "fsdp_reduce_dtype") || !strcmp(key, "fsdp_buffer_dtype")) {
+    if ((*rc = mb_setup_pick(s, key, value, dtypes, &k)) == MB_OK)
+      *(key[5] == 'p' ? &o->param_dtype : key[5] == 'r' ? &o->reduce_dtype : &o->buffer_dtype) = dtype_ids[k];
   } else {
     return 0;
   }

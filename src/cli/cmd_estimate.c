@@ -34,6 +34,8 @@ static const struct { const char *flag, *key; } value_flags[] = {
   {"--fsdp-reshard-root", "fsdp_reshard_root"}, {"--fsdp-version", "fsdp_version"},
   {"--fsdp-wrap-class", "fsdp_wrap_class"}, {"--fsdp-backward-prefetch", "fsdp_backward_prefetch"},
   {"--fsdp-forward-prefetch", "fsdp_forward_prefetch"}, {"--fsdp-limit-all-gathers", "fsdp_limit_all_gathers"},
+  {"--fsdp-param-dtype", "fsdp_param_dtype"}, {"--fsdp-reduce-dtype", "fsdp_reduce_dtype"},
+  {"--fsdp-buffer-dtype", "fsdp_buffer_dtype"},
   {"--reduce-bucket-size", "reduce_bucket_size"}, {"--overlap-comm", "overlap_comm"},
   {"--stage3-param-persistence-threshold", "stage3_param_persistence_threshold"},
 };

@@ -102,4 +102,9 @@ int mb_dist_events(mb_builder *b);
  * most cap; returns how many (0 without FSDP1): a for-loop optimizer step's temporaries are per
  * FlatParameter */
 size_t mb_dist_flat_units(const mb_builder *b, uint64_t *numel, size_t cap);
+/* dist_mp.c: FSDP mixed precision. The error for what is not modelled (MB_OK otherwise); the
+ * dtype gradients are reduce-scattered in (computed: autograd's); bytes of one dtype in another. */
+int mb_dist_fsdp_mp_refused(const mb_builder *b);
+int mb_dist_grad_dtype(const mb_dist_opts *o, int computed);
+uint64_t mb_dist_rebytes(uint64_t bytes, int from, int to);
 #endif

@@ -322,21 +322,31 @@ static int32_t gather(mb_builder *b, weave *w, int64_t pos, int64_t copy_pos, in
   if (o->strategy == MB_STRATEGY_ZERO3) /* all-gathered straight into the parameters */
     return add(b, w, pos, 1, phase, full) ? -1 : full;
   uint64_t padded = u->shard[k] * (uint64_t)mb_dist_shards(o);
+  /* mixed precision: the fp32 shards are cast to param_dtype first (FSDP1's _mp_shard in
+   * pre_unshard, freed in post_unshard; FSDP2's all_gather_inputs, freed after the copy-in) */
+  int32_t low = mb_dist_fsdp_mp(o) ? fixed_slot(b, MB_CAT_TEMPORARY, u->shard[k], "FSDP shard in param_dtype") : -2;
+  if (low == -1) return -1;
   if (o->fsdp_version == 1) { /* into the padded flat parameter itself (_full_param_padded) */
-    if (add(b, w, pos, 1, phase, full)) return -1;
+    if ((low >= 0 && add(b, w, pos, 1, phase, low)) || add(b, w, pos, 1, phase, full)) return -1;
     if (kept) *kept = -1;
     if (b->step->cpu && o->world_size > 1) { /* c10d::allgather_'s chunk list on the CPU */
       int32_t tmp = fixed_slot(b, MB_CAT_TEMPORARY, padded, "gloo all-gather temporary");
       if (tmp < 0 || add(b, w, pos, 1, phase, tmp) || add(b, w, pos, 0, phase, tmp)) return -1;
     }
+    if (low >= 0 && add(b, w, pos, 0, phase, low)) return -1;
     return full;
   }
   if (mb_dist_shards(o) <= 1) { /* one rank: wait_for_unshard copies the shards, no all-gather output */
     if (kept) *kept = -1;
-    return add(b, w, copy_pos, 1, phase, full) ? -1 : full;
+    if ((low >= 0 && add(b, w, copy_pos, 1, phase, low)) || add(b, w, copy_pos, 1, phase, full) ||
+        (low >= 0 && add(b, w, copy_pos, 0, phase, low)))
+      return -1;
+    return full;
   }
   int32_t out = fixed_slot(b, MB_CAT_TEMPORARY, padded, "FSDP all-gather output");
-  if (out < 0 || add(b, w, pos, 1, phase, out)) return -1;
+  if ((low >= 0 && add(b, w, pos, 1, phase, low)) || out < 0 || add(b, w, pos, 1, phase, out) ||
+      (low >= 0 && add(b, w, pos, 0, phase, low)))
+    return -1;
   if (b->step->cpu && b->step->dist.world_size > 1) {
     int32_t tmp = fixed_slot(b, MB_CAT_TEMPORARY, padded, "gloo all-gather temporary");
     if (tmp < 0 || add(b, w, pos, 1, phase, tmp) || add(b, w, pos, 0, phase, tmp)) return -1;
@@ -612,7 +622,16 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
       break;
     }
     rs_held = -1;
-    int32_t in = fixed_slot(b, MB_CAT_TEMPORARY, u.grad_shard[k] * (uint64_t)shards, "FSDP reduce-scatter input");
+    /* mixed precision (dist_mp.c): reduce-scattered in reduce_dtype, the .grad shards fp32 (the
+     * reduce output cast when reduce_dtype is narrower: _cast_and_view_sharded_grads, FSDP1's
+     * _cast_grad_to_param_dtype); FSDP1 casts the flat gradient to reduce_dtype first
+     * (_post_backward_hook: flat_param.grad.to(reduce_dtype)), FSDP2 copies into a reduce_dtype
+     * input */
+    bool mp = mb_dist_fsdp_mp(o);
+    int gdt = mb_dist_grad_dtype(o, o->param_dtype);
+    uint64_t red = mp ? mb_dist_rebytes(u.grad_shard[k], o->param_dtype, gdt) : u.grad_shard[k];
+    uint64_t final = mp ? mb_dist_rebytes(u.grad_shard[k], o->param_dtype, MB_DTYPE_FLOAT) : u.grad_shard[k];
+    int32_t in = fixed_slot(b, MB_CAT_TEMPORARY, red * (uint64_t)shards, "FSDP reduce-scatter input");
     if (in < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, in)) {
       rc = nomem(b);
       break;
@@ -622,7 +641,7 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
      * its input, clears them (unsharded_grads.clear()) and allocates the output, then calls the
      * collective (_fsdp_collectives.py) */
     bool fsdp1 = o->fsdp_version == 1;
-    int32_t clone = b->step->cpu && o->world_size > 1 ? fixed_slot(b, MB_CAT_TEMPORARY, u.grad_shard[k] * (uint64_t)shards,
+    int32_t clone = b->step->cpu && o->world_size > 1 ? fixed_slot(b, MB_CAT_TEMPORARY, red * (uint64_t)shards,
                                               "gloo reduce-scatter clone") : -2;
     if (clone == -1 || (fsdp1 && clone >= 0 && add(b, &w, pos, 1, MB_PHASE_BACKWARD, clone))) {
       rc = nomem(b);
@@ -643,13 +662,22 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
     }
     /* CPUOffload: the reduce-scatter output is copied to the host, where the .grad shard lives */
     bool host = o->offload == MB_OFFLOAD_PARAMS;
-    if (host) p->host_bytes += u.grad_shard[k];
-    int32_t shard = fixed_slot(b, MB_CAT_GRADIENT, host ? 0 : u.grad_shard[k], "FSDP sharded gradients");
+    if (host) p->host_bytes += final;
+    bool cast = mp && gdt != MB_DTYPE_FLOAT;
+    int32_t shard = fixed_slot(b, cast ? MB_CAT_TEMPORARY : MB_CAT_GRADIENT, host ? 0 : red,
+                               cast ? "FSDP reduce-scatter output (reduce dtype)" : "FSDP sharded gradients");
     if (shard < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, shard) ||
         (!fsdp1 && clone >= 0 && add(b, &w, pos, 1, MB_PHASE_BACKWARD, clone)) ||
         (clone >= 0 && add(b, &w, fsdp1 ? pos : clone_end(bgather, n_bgather, pos), 0, MB_PHASE_BACKWARD, clone))) {
       rc = nomem(b);
       break;
+    }
+    if (cast) { /* the fp32 .grad shards, the reduce dtype's output gone */
+      int32_t f32 = fixed_slot(b, MB_CAT_GRADIENT, host ? 0 : final, "FSDP sharded gradients");
+      if (f32 < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, f32) || add(b, &w, pos, 0, MB_PHASE_BACKWARD, shard)) {
+        rc = nomem(b);
+        break;
+      }
     }
     if (o->fsdp_version == 1) { /* FSDP1 frees the flat gradient after the collective */
       if (add(b, &w, pos, 0, MB_PHASE_BACKWARD, in)) {

@@ -190,3 +190,54 @@ def test_for_loop_adam_binds_the_previous_flat_parameters_denom(cli, blocks):
                    "--strategy", "fsdp", "--fsdp-version", "1", "--fsdp-wrap-class", "Block",
                    "--fsdp-sharding", "no_shard")
     assert got["optimizer_peak"] - got["level_after_backward"] == 376
+
+
+# mixed precision over 2 ranks: FSDP2's dim-0 shards are 20 (blocks.0: 4 rows of 4 + 4) and 18
+# elements (blocks.1: 2 rows of 8 + 2); FSDP1's flat shards 20 and 14
+MP = ["--fsdp-wrap-class", "Block", "--fsdp-param-dtype", "bf16"]
+
+
+@pytest.mark.parametrize("reduce", ["fp32", "bf16"])
+def test_mixed_precision_keeps_fp32_shards_and_states(cli, blocks, reduce):
+    got = est(cli, blocks, *MP, "--fsdp-reduce-dtype", reduce, optimizer="adamw")
+    assert got["params_trainable"] == 4 * (20 + 18)
+    assert got["optimizer_states"] == 2 * 4 * (20 + 18)
+    assert got["gradients"] == 4 * (20 + 18)  # the .grad shards are fp32 whatever the reduce dtype
+
+
+@pytest.mark.parametrize("version,shard0,shard1", [("2", 20, 18), ("1", 20, 14)])
+def test_mixed_precision_gathers_in_bf16_and_reduces_in_fp32(cli, blocks, version, shard0, shard1):
+    """Each gather casts the rank's shard to bf16 (2 bytes an element) and gathers 2 of them;
+    the unsharded unit is bf16 (blocks.0: 40 elements, 80 bytes). With reduce_dtype fp32 the
+    reduce-scatter input is 2 fp32 shards and the output is the fp32 .grad shard."""
+    t = events(cli, blocks, *MP, "--fsdp-version", version, "--fsdp-reduce-dtype", "fp32")
+    assert at(t, "alloc", "FSDP shard in param_dtype", 2 * shard0, "forward") >= 0
+    if version == "2":
+        low = at(t, "alloc", "FSDP shard in param_dtype", 2 * shard0, "forward")
+        assert low < at(t, "alloc", "FSDP all-gather output", 2 * 2 * shard0, "forward") < \
+            at(t, "free", "FSDP shard in param_dtype", 2 * shard0, "forward")
+    assert at(t, "alloc", "FSDP unsharded parameters", 2 * 40, "forward") >= 0
+    assert at(t, "alloc", "FSDP reduce-scatter input", 2 * 4 * shard1) >= 0
+    assert at(t, "alloc", "FSDP sharded gradients", 4 * shard1) >= 0
+    assert not [e for e in t if e[2] == "FSDP reduce-scatter output (reduce dtype)"]
+
+
+def test_mixed_precision_reduced_in_bf16_is_cast_to_fp32(cli, blocks):
+    """reduce_dtype bf16: a bf16 input (2 shards of 18 elements: 72 bytes) and output (36), cast
+    to the fp32 .grad shard (72) after which the bf16 output goes."""
+    t = events(cli, blocks, *MP, "--fsdp-reduce-dtype", "bf16")
+    assert at(t, "alloc", "FSDP reduce-scatter input", 72) >= 0
+    out = at(t, "alloc", "FSDP reduce-scatter output (reduce dtype)", 36)
+    f32 = at(t, "alloc", "FSDP sharded gradients", 72)
+    assert out < f32 < at(t, "free", "FSDP reduce-scatter output (reduce dtype)", 36)
+
+
+@pytest.mark.parametrize("args,code,needle", [
+    (["--strategy", "ddp", "--fsdp-param-dtype", "bf16"], 1, "need strategy fsdp"),
+    (["--strategy", "fsdp", "--fsdp-param-dtype", "bf16", "--precision", "bf16"], 1, "leave precision at fp32"),
+    (["--strategy", "fsdp", "--fsdp-param-dtype", "bf16", "--fsdp-sharding", "no_shard"], 1, "no_shard"),
+    (["--strategy", "fsdp", "--fsdp-param-dtype", "int8"], 2, "fsdp_param_dtype"),
+])
+def test_mixed_precision_refusals(cli, blocks, args, code, needle):
+    p = run(cli, "estimate", blocks, "--batch", "4", "--world-size", "2", *args)
+    assert p.returncode == code and needle in p.stderr, p.stderr
