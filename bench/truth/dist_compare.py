@@ -87,6 +87,13 @@ def compare(cli, cases):
         f = flags(c)
         # the worst measured step of any rank (gloo's threads race for the last reference to
         # a reduce-scatter clone: docs/distributed-truth.md)
+        if any("error" in r for r in c["ranks"]):  # PyTorch itself failed: recorded, not compared
+            err = next(r["error"] for r in c["ranks"] if "error" in r).strip().splitlines()[-1]
+            rows.append({"model": c["model"], "variant": c["variant"], "world_size": c["world_size"],
+                         "steps": c.get("measured_steps", 4), "repeat": c.get("repeat", 1),
+                         "optimizer": c["optimizer"], "measured_peak": None, "estimated_peak": None,
+                         "error": None, "truth_failed": err})
+            continue
         measured = max(max(r.get("ranges", {}).get("peak", [r["peak"]])) for r in c["ranks"])
         row = {"model": c["model"], "variant": c["variant"], "world_size": c["world_size"],
                "steps": c.get("measured_steps", 4), "repeat": c.get("repeat", 1),
@@ -115,6 +122,10 @@ def main():
     print(f"{'model':14s} {'variant':20s} {'N':>2s} {'optimizer':12s} {'steps':>8s} {'measured MiB':>12s} "
           f"{'estimate MiB':>12s} {'error':>8s}")
     for r in rows:
+        if r.get("truth_failed"):
+            print(f"{r['model']:14s} {r['variant']:20s} {r['world_size']:2d} {r['optimizer']:12s} "
+                  f"PyTorch failed: {r['truth_failed'][:80]}")
+            continue
         est = "%.1f" % (r["estimated_peak"] / 2**20) if r["estimated_peak"] else "not modelled"
         err = "%+.2f%%" % (100 * r["error"]) if r["error"] is not None else ""
         steps = "%d" % r["steps"] if r["repeat"] == 1 and r["steps"] == 4 else "%dx run%d" % (r["steps"], r["repeat"])

@@ -539,6 +539,15 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
     if (p->ev[i].phase == MB_PHASE_FORWARD) fwd_end = i;
   for (int32_t k = 0; k < u.n; k++) fkey[k] = !u.bytes[k] ? -1 : k == 0 ? fwd0 : first[k];
   int32_t n_fwd = order_by(fkey, u.n, forder), root = -2, held = -1;
+  /* FSDP1's post-backward hook (_post_backward_hook) runs after autograd has concatenated the
+   * unit's flat gradient: it reshards (frees the unsharded flat parameter), prefetches the next
+   * unit under BACKWARD_POST, then reduce-scatters; the reduce loop below emits those frees and
+   * gathers in that order */
+  bool hooks1 = o->fsdp_version == 1 && !zero3;
+  int32_t *post_free = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));
+  int32_t *post_gather = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));
+  if (!post_free || !post_gather) return nomem(b);
+  for (int32_t k = 0; k < u.n; k++) post_free[k] = post_gather[k] = -1;
   for (int32_t i = 0; i < n_fwd && rc == MB_OK; i++) {
     int32_t k = forder[i], out = -1;
     int64_t at = 2 * (int64_t)fkey[k];
@@ -555,6 +564,8 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
     held = out;
     if (k == 0 && !(o->reshard_root && reshard)) { /* the root is resharded when backward ends */
       root = full;
+    } else if (!reshard && hooks1 && bfirst[k] >= 0 && u.grad_shard[k]) {
+      post_free[k] = full;
     } else if (!reshard || bfirst[k] < 0) {
       int64_t end = bfirst[k] >= 0 ? 2 * (int64_t)blast[k] + 1 : 2 * (int64_t)last[k] + 1;
       if (rc == MB_OK) rc = add(b, &w, end, 0, bfirst[k] >= 0 ? MB_PHASE_BACKWARD : MB_PHASE_FORWARD, full);
@@ -576,10 +587,16 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
      * the current one's pre-backward hook, the root's (never resharded) included; BACKWARD_POST
      * after the current one's post-backward reshard, before its reduce-scatter; None in the
      * unit's own pre-backward */
-    if (o->fsdp_version == 1 && !zero3) {
+    if (hooks1) {
       if (o->backward_prefetch == MB_PREFETCH_NONE) pos = 2 * (int64_t)bfirst[k];
-      else if (o->backward_prefetch == MB_PREFETCH_POST) pos = i ? 2 * (int64_t)blast[order[i - 1]] + 1 : 2 * (int64_t)bfirst[k];
-      else if (!i && order[0] != 0 && bfirst[0] >= 0 && bfirst[0] < bfirst[k]) pos = 2 * (int64_t)bfirst[0];
+      else if (o->backward_prefetch == MB_PREFETCH_PRE && !i && order[0] != 0 && bfirst[0] >= 0 && bfirst[0] < bfirst[k])
+        pos = 2 * (int64_t)bfirst[0];
+      else if (o->backward_prefetch == MB_PREFETCH_POST && i && u.grad_shard[order[i - 1]]) {
+        post_gather[order[i - 1]] = k; /* in the previous unit's post-backward hook (reduce loop) */
+        continue;
+      } else if (o->backward_prefetch == MB_PREFETCH_POST) {
+        pos = 2 * (int64_t)bfirst[k];
+      }
     }
     /* FSDP2 (_fsdp_param_group.py): the root's pre_backward prefetches the first unit, each unit's
      * the next (_backward_prefetch: post_forward_order[index - 1]); a prefetch only issues the
@@ -596,7 +613,8 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
       break;
     }
     bgather[n_bgather++] = copy;
-    rc = add(b, &w, 2 * (int64_t)blast[k] + 1, 0, MB_PHASE_BACKWARD, again);
+    if (hooks1 && u.grad_shard[k]) post_free[k] = again;
+    else rc = add(b, &w, 2 * (int64_t)blast[k] + 1, 0, MB_PHASE_BACKWARD, again);
   }
   /* reduce-scatter after each unit's backward (the root's when backward ends): the gradients
    * copied into one input, freed, the sharded .grad allocated */
@@ -643,7 +661,7 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
     bool fsdp1 = o->fsdp_version == 1;
     int32_t clone = b->step->cpu && o->world_size > 1 ? fixed_slot(b, MB_CAT_TEMPORARY, red * (uint64_t)shards,
                                               "gloo reduce-scatter clone") : -2;
-    if (clone == -1 || (fsdp1 && clone >= 0 && add(b, &w, pos, 1, MB_PHASE_BACKWARD, clone))) {
+    if (clone == -1) {
       rc = nomem(b);
       break;
     }
@@ -660,6 +678,16 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
       if (owner != k) continue;
       rc = add(b, &w, i > grad_at[k] ? 2 * (int64_t)i + 1 : pos, 0, MB_PHASE_BACKWARD, e->slot);
     }
+    /* FSDP1's hook: reshard, then BACKWARD_POST's prefetch of the next unit */
+    if (rc == MB_OK && post_free[k] >= 0) rc = add(b, &w, pos, 0, MB_PHASE_BACKWARD, post_free[k]);
+    if (rc == MB_OK && post_gather[k] >= 0) {
+      int32_t next = post_gather[k];
+      int32_t again = gather(b, &w, pos, pos, MB_PHASE_BACKWARD, &u, next, "FSDP unsharded parameters (backward)", NULL);
+      if (again < 0) rc = nomem(b);
+      else if (u.grad_shard[next]) post_free[next] = again;
+      else rc = add(b, &w, 2 * (int64_t)blast[next] + 1, 0, MB_PHASE_BACKWARD, again);
+    }
+    if (rc != MB_OK) break;
     /* CPUOffload: the reduce-scatter output is copied to the host, where the .grad shard lives */
     bool host = o->offload == MB_OFFLOAD_PARAMS;
     if (host) p->host_bytes += final;
@@ -667,7 +695,7 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
     int32_t shard = fixed_slot(b, cast ? MB_CAT_TEMPORARY : MB_CAT_GRADIENT, host ? 0 : red,
                                cast ? "FSDP reduce-scatter output (reduce dtype)" : "FSDP sharded gradients");
     if (shard < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, shard) ||
-        (!fsdp1 && clone >= 0 && add(b, &w, pos, 1, MB_PHASE_BACKWARD, clone)) ||
+        (clone >= 0 && add(b, &w, pos, 1, MB_PHASE_BACKWARD, clone)) ||
         (clone >= 0 && add(b, &w, fsdp1 ? pos : clone_end(bgather, n_bgather, pos), 0, MB_PHASE_BACKWARD, clone))) {
       rc = nomem(b);
       break;
