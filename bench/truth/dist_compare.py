@@ -126,7 +126,7 @@ def main():
             print(f"{r['model']:14s} {r['variant']:20s} {r['world_size']:2d} {r['optimizer']:12s} "
                   f"PyTorch failed: {r['truth_failed'][:80]}")
             continue
-        est = "%.1f" % (r["estimated_peak"] / 2**20) if r["estimated_peak"] else "not modelled"
+        est = "%.1f" % (r["estimated_peak"] / 2**20) if r["estimated_peak"] else "refused" if r.get("failed") else "not modelled"
         err = "%+.2f%%" % (100 * r["error"]) if r["error"] is not None else ""
         steps = "%d" % r["steps"] if r["repeat"] == 1 and r["steps"] == 4 else "%dx run%d" % (r["steps"], r["repeat"])
         print(f"{r['model']:14s} {r['variant']:20s} {r['world_size']:2d} {r['optimizer']:12s} {steps:>8s} "

@@ -3,6 +3,8 @@
  * the step "pure" in it), the shards and optimizer states keep the graph's fp32 (emit.c), and
  * dist.c sizes the gathers in param_dtype and the reduce-scatters in reduce_dtype; these are the
  * rules it asks. */
+#include <string.h>
+
 #include "graph/dtype.h"
 #include "sim/build.h"
 
@@ -26,6 +28,19 @@ int mb_dist_fsdp_mp_refused(const mb_builder *b) {
     return mb_fail(b->d, MB_E_UNSUPPORTED, "FSDP mixed precision with no_shard (FSDP1 on one rank is no_shard) is not "
                                            "modelled yet");
   const mb_graph *g = b->ms[0].g;
+  /* BatchNorm: FSDP1 keeps it in fp32 as units of its own (_wrap_utils.py,
+   * _override_module_mixed_precision, with casts around it); PyTorch's CPU batch_norm refuses a
+   * bf16 input with FSDP2's fp32 running statistics (measured: "expected scalar type BFloat16
+   * but found Float") */
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    if (!g->nodes[k].domain[0] && !strcmp(g->nodes[k].op_type, "BatchNormalization") &&
+        (o->fsdp_version == 1 || b->step->cpu))
+      return mb_fail(b->d, MB_E_UNSUPPORTED,
+                     o->fsdp_version == 1 ? "FSDP1 mixed precision with BatchNormalization (node '%s'): FSDP1 runs BatchNorm "
+                                            "modules in fp32 as units of their own; not modelled yet"
+                                          : "FSDP2 mixed precision with BatchNormalization (node '%s') on the CPU: PyTorch's "
+                                            "CPU batch_norm refuses the bf16 input with fp32 running statistics",
+                     g->nodes[k].name ? g->nodes[k].name : "?");
   for (int32_t v = 0; v < g->n_values; v++)
     if (b->ms[0].trainable_init[v] && g->inits[g->values[v].initializer].dtype != MB_DTYPE_FLOAT)
       return mb_fail(b->d, MB_E_UNSUPPORTED, "fsdp_param_dtype: parameter '%s' is not fp32 in the graph",

@@ -241,3 +241,15 @@ def test_mixed_precision_reduced_in_bf16_is_cast_to_fp32(cli, blocks):
 def test_mixed_precision_refusals(cli, blocks, args, code, needle):
     p = run(cli, "estimate", blocks, "--batch", "4", "--world-size", "2", *args)
     assert p.returncode == code and needle in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("extra,needle", [(["--fsdp-version", "1"], "FSDP1 runs BatchNorm modules in fp32"),
+                                          (["--backend", "cpu"], "refuses the bf16 input")])
+def test_mixed_precision_with_batchnorm_is_refused(cli, extra, needle):
+    """ResNet-18 (the truth's export): FSDP1 keeps BatchNorm in fp32 units of its own; PyTorch's CPU
+    batch_norm fails under FSDP2's bf16 (measured in results/cpu-torch2-dist-fsdp.json)."""
+    from conftest import ROOT
+    p = run(cli, "estimate", str(ROOT / "bench" / "truth" / "models" / "zoo__resnet18_hw64.onnx"), "--batch", "4",
+            "--world-size", "2", "--strategy", "fsdp", "--fsdp-wrap-class", "BasicBlock", "--fsdp-param-dtype", "bf16",
+            *extra)
+    assert p.returncode == 1 and needle in p.stderr, p.stderr
