@@ -114,8 +114,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cli", default=os.path.join(ROOT, "build", "release", "membudget"))
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--results", nargs="*", help="only these results files (default: all of them)")
     a = ap.parse_args()
-    rows = compare(a.cli, load_cases())
+    rows = compare(a.cli, load_cases(a.results))
     if a.json:
         json.dump(rows, sys.stdout, indent=1)
         return
