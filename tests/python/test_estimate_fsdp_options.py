@@ -253,3 +253,15 @@ def test_mixed_precision_with_batchnorm_is_refused(cli, extra, needle):
             "--world-size", "2", "--strategy", "fsdp", "--fsdp-wrap-class", "BasicBlock", "--fsdp-param-dtype", "bf16",
             *extra)
     assert p.returncode == 1 and needle in p.stderr, p.stderr
+
+
+def test_python_options_are_the_cli_flags(cli, blocks):
+    """The binding passes the same setup keys: class wrapping, FSDP1's prefetch, mixed precision."""
+    from binding_util import membudget
+    opts = {"world_size": 2, "strategy": "fsdp", "fsdp_version": 1, "fsdp_wrap_class": "Block",
+            "fsdp_backward_prefetch": "post", "fsdp_param_dtype": "bf16", "fsdp_reduce_dtype": "fp32", "rounding": 1}
+    b = membudget.estimate(blocks, batch=4, optimizer="adamw", options=opts)
+    doc = estimate(cli, blocks, "--batch", "4", "--optimizer", "adamw", "--rounding", "1", "--world-size", "2", "--strategy", "fsdp",
+                   "--fsdp-version", "1", "--fsdp-wrap-class", "Block", "--fsdp-backward-prefetch", "post",
+                   "--fsdp-param-dtype", "bf16", "--fsdp-reduce-dtype", "fp32")
+    assert b.allocated_peak == doc["allocated_peak"] and b.optimizer_states == 2 * 4 * (20 + 14)
