@@ -39,8 +39,9 @@ def test_ddp_is_exact(rows):
 
 
 # where the model is known to be off (docs/distributed-truth.md): FSDP1 forward_prefetch's backward
-# on ResNet-18 holds one prefetched unit more than the source read explains (its forward is exact)
-KNOWN = {("zoo/resnet18", "fsdp1-fwd-prefetch"): 0.12}
+# holds one unit more than the source read explains (its forward is exact): ResNet-18 -11.2% and
+# -14.1% (2 and 4 ranks), GPT-2 -2.5%
+KNOWN = {("zoo/resnet18", "fsdp1-fwd-prefetch"): 0.15, ("hf/gpt2", "fsdp1-fwd-prefetch"): 0.03}
 
 
 def test_fsdp_is_exact(rows):
