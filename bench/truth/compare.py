@@ -56,15 +56,17 @@ def load_peers():
     return out
 
 
-# truth files of another shape: the distributed truth (dist_truth.py) records every rank's
-# figures per case, not one `truth`; the single-process comparison does not read it
-OTHER_SHAPES = ("cpu-torch2-dist.json", "cpu-torch2-dist-accum.json")
+# truth files of another shape: the distributed truth (dist_truth.py: cpu-torch2-dist.json and
+# the cpu-torch2-dist-*.json files beside it) records every rank's figures per case, not one
+# `truth`; the single-process comparison does not read them
+OTHER_SHAPES = ("cpu-torch2-dist.json",)
+OTHER_PREFIX = "cpu-torch2-dist-"
 
 
 def load_results(pattern="cpu*.json"):
     out = []
     for path in sorted(glob.glob(os.path.join(RESULTS, pattern))):
-        if os.path.basename(path) in OTHER_SHAPES:
+        if os.path.basename(path) in OTHER_SHAPES or os.path.basename(path).startswith(OTHER_PREFIX):
             continue
         with open(path) as f:
             data = json.load(f)

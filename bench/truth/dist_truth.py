@@ -197,7 +197,23 @@ WRAPPERS = {
     "fsdp1-full": ("fsdp1", {"sharding_strategy": "FULL_SHARD"}),
     "fsdp1-grad-op": ("fsdp1", {"sharding_strategy": "SHARD_GRAD_OP"}),
     "fsdp1-no-shard": ("fsdp1", {"sharding_strategy": "NO_SHARD"}),
+    # FSDP1's prefetch and rate-limit options (FULL_SHARD; defaults BACKWARD_PRE, no forward
+    # prefetch, limit_all_gathers=True): results/cpu-torch2-dist-fsdp.json
+    "fsdp1-bwd-post": ("fsdp1", {"sharding_strategy": "FULL_SHARD", "backward_prefetch": "BACKWARD_POST"}),
+    "fsdp1-bwd-none": ("fsdp1", {"sharding_strategy": "FULL_SHARD", "backward_prefetch": None}),
+    "fsdp1-fwd-prefetch": ("fsdp1", {"sharding_strategy": "FULL_SHARD", "forward_prefetch": True}),
+    "fsdp1-no-limit": ("fsdp1", {"sharding_strategy": "FULL_SHARD", "limit_all_gathers": False}),
+    # mixed precision: bf16 compute on fp32 shards, gradients reduced in fp32 or bf16
+    "fsdp2-mp-bf16": ("fsdp2", {"reshard_after_forward": True, "mp": {"param_dtype": "bfloat16",
+                                                                       "reduce_dtype": "float32"}}),
+    "fsdp2-mp-bf16-rbf16": ("fsdp2", {"reshard_after_forward": True, "mp": {"param_dtype": "bfloat16"}}),
+    "fsdp1-mp-bf16": ("fsdp1", {"sharding_strategy": "FULL_SHARD", "mp": {
+        "param_dtype": "bfloat16", "reduce_dtype": "float32", "buffer_dtype": "bfloat16"}}),
+    "fsdp1-mp-bf16-rbf16": ("fsdp1", {"sharding_strategy": "FULL_SHARD", "mp": {
+        "param_dtype": "bfloat16", "reduce_dtype": "bfloat16", "buffer_dtype": "bfloat16"}}),
 }
+FSDP_OPTION_VARIANTS = ("fsdp1-bwd-post", "fsdp1-bwd-none", "fsdp1-fwd-prefetch", "fsdp1-no-limit",
+                        "fsdp2-mp-bf16", "fsdp2-mp-bf16-rbf16", "fsdp1-mp-bf16", "fsdp1-mp-bf16-rbf16")
 
 BATCH = {"zoo/resnet18": 4, "hf/gpt2": 2}
 
@@ -221,6 +237,7 @@ def default_cases():
                       "fsdp1-grad-op", "fsdp1-no-shard"):
                 cases.append(case(m, v, w))
         cases += [case(m, v, 2) for v in ("ddp-static", "ddp-lazy-buckets")]
+        cases += [case(m, v, w) for w in (2, 4) for v in FSDP_OPTION_VARIANTS]
         cases += [case(m, "none", 1, "sgd-momentum")]
         cases += [case(m, v, 2, "sgd-momentum") for v in ("ddp", "fsdp2")]
     return cases
@@ -291,20 +308,29 @@ def wrap(c, model, m, world):
     w, o = c["wrapper"], c["options"]
     if w == "ddp":
         return torch.nn.parallel.DistributedDataParallel(model, **o)
+    mp = {k: getattr(torch, v) for k, v in o.get("mp", {}).items()}  # dtype names -> dtypes
     if w == "fsdp2":
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
         mesh = init_device_mesh("cpu", (world,))
+        kw = {k: v for k, v in o.items() if k != "mp"}
+        if mp:
+            kw["mp_policy"] = MixedPrecisionPolicy(**mp)
         for blk in m.blocks(model):
-            fully_shard(blk, mesh=mesh, **o)
-        fully_shard(model, mesh=mesh, **o)
+            fully_shard(blk, mesh=mesh, **kw)
+        fully_shard(model, mesh=mesh, **kw)
         return model
     if w == "fsdp1":
-        from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
+        from torch.distributed.fsdp import BackwardPrefetch, FullyShardedDataParallel, MixedPrecision, ShardingStrategy
         from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+        kw = {k: o[k] for k in ("forward_prefetch", "limit_all_gathers") if k in o}
+        if "backward_prefetch" in o:
+            kw["backward_prefetch"] = getattr(BackwardPrefetch, o["backward_prefetch"]) if o["backward_prefetch"] else None
+        if mp:
+            kw["mixed_precision"] = MixedPrecision(**mp)
         return FullyShardedDataParallel(model, auto_wrap_policy=ModuleWrapPolicy({m.block_class()}),
                                         sharding_strategy=getattr(ShardingStrategy, o["sharding_strategy"]),
-                                        device_id=torch.device("cpu"))
+                                        device_id=torch.device("cpu"), **kw)
     return model
 
 
@@ -431,7 +457,7 @@ def _rank(rank, world, c, port, outdir, ac):
     resident = {}
     times = {}
     micro = c.get("accumulation", 1)
-    for i in range(1, WARMUP + MEASURED + 1):
+    for i in range(1, WARMUP + c.get("measured_steps", MEASURED) + 1):
         opt.zero_grad(set_to_none=True)
         gc.collect()
         stream.tag = "S%d:" % i
@@ -825,6 +851,8 @@ def headline(rk):
         last[b] = compact(last[b])
     rest = {k: {f: v[f] for f in ("start", "peak", "alloc_peak", "end", "forward_end")} for k, v in steps.items()}
     agree = len({json.dumps(v, sort_keys=True) for v in rest.values()}) == 1
+    for k, v in steps.items():  # each step's phase peaks too (the gloo race moves the backward one)
+        rest[k]["phase_peak"] = v["phase_peak"]
     ranges = {f: [min(v[f] for v in rest.values()), max(v[f] for v in rest.values())]
               for f in ("peak", "alloc_peak")}
     return dict(last, measured_step=int(max(steps, key=int)), steps=rest, steps_agree=agree, ranges=ranges,
@@ -950,6 +978,8 @@ def main():
     ap.add_argument("--out", default=None, help="default: %s, with --accumulation %s" % (OUT, ACCUM_OUT))
     ap.add_argument("--accumulation", action="store_true",
                     help="the gradient accumulation cases (%d micro-steps, no sync but in the last)" % ACCUMULATION)
+    ap.add_argument("--steps", type=int, default=MEASURED, help="measured steps per run (default %d)" % MEASURED)
+    ap.add_argument("--repeats", type=int, default=1, help="runs of each case (each its own record, 'repeat': k)")
     ap.add_argument("--resume", action="store_true", help="keep the cases already in --out")
     ap.add_argument("--validate", action="store_true",
                     help="only the validation case (ws=1 hf/gpt2 at cpu-torch2.json's sequence and threads)")
@@ -978,6 +1008,10 @@ def main():
         if (not a.models or c["model"] in a.models) and (not a.variants or c["variant"] in a.variants)
         and (not a.wrappers or c["wrapper"] in a.wrappers) and (not a.worlds or c["world_size"] in a.worlds)
         and (not a.optimizers or c["optimizer"] in a.optimizers)]
+    if a.steps != MEASURED:  # a different case: its key says how many steps it measured
+        cases = [dict(c, measured_steps=a.steps) for c in cases]
+    if a.repeats > 1:
+        cases = [dict(c, repeat=k) for c in cases for k in range(1, a.repeats + 1)]
     if a.validate:
         a.out = a.out if a.out != OUT else os.path.join(tempfile.gettempdir(), "dist-truth-validate.json")
     command = "bench/truth/.venv2/bin/python " + " ".join(["bench/truth/dist_truth.py"] + sys.argv[1:])
@@ -989,7 +1023,7 @@ def main():
            "measured_by": "counting wrapper of the CPU allocator (alloc_counter.cpp, every thread), op boundaries and "
                           "contexts from the profiler's main-thread allocation stream matched event by event; no "
                           "dispatch mode",
-           "runs_per_case": 1, "measured_steps_per_run": MEASURED, "cases": []}
+           "runs_per_case": a.repeats, "measured_steps_per_run": a.steps, "cases": []}
     done = {}
     if a.resume and os.path.exists(a.out):
         with open(a.out) as f:

@@ -110,6 +110,31 @@ static void json_batching_setup(mb_strbuf *sb, const mb_setup *s) {
   mb_sb_printf(sb, ",\n    \"graph_batches\": %lld,\n", (long long)(b->batches > 0 ? b->batches : 1000));
 }
 
+/* FSDP's wrapping by class, FSDP1's prefetch options and mixed precision (setup_fsdp.c). */
+static const char *fsdp_dtype(int dt) {
+  return dt == MB_DTYPE_BFLOAT16 ? "bf16" : dt == MB_DTYPE_FLOAT16 ? "fp16" : "fp32";
+}
+
+static void json_fsdp(mb_strbuf *sb, const mb_dist_opts *o) {
+  static const char *const prefetch[] = {"pre", "post", "none"};
+  mb_sb_puts(sb, "    \"fsdp_wrap_class\": [");
+  for (size_t i = 0; i < o->n_wrap_class; i++) {
+    if (i) mb_sb_puts(sb, ", ");
+    mb_sb_json_str(sb, o->wrap_class[i]);
+  }
+  mb_sb_printf(sb, "],\n    \"fsdp_version\": %d,\n", o->fsdp_version);
+  if (o->fsdp_version == 1)
+    mb_sb_printf(sb, "    \"fsdp_backward_prefetch\": \"%s\",\n    \"fsdp_forward_prefetch\": %s,\n"
+                     "    \"fsdp_limit_all_gathers\": %s,\n",
+                 prefetch[o->backward_prefetch % 3], o->forward_prefetch ? "true" : "false",
+                 o->limit_all_gathers ? "true" : "false");
+  if (mb_dist_fsdp_mp(o)) {
+    int reduce = o->reduce_dtype ? o->reduce_dtype : o->param_dtype;
+    mb_sb_printf(sb, "    \"fsdp_param_dtype\": \"%s\",\n    \"fsdp_reduce_dtype\": \"%s\",\n",
+                 fsdp_dtype(o->param_dtype), fsdp_dtype(reduce));
+  }
+}
+
 /* Several ranks: the budget is one rank's, at its own batch size (docs/distributed.md). */
 static void json_dist(mb_strbuf *sb, const mb_dist_opts *o) {
   static const char *const strategies[] = {"none", "ddp", "fsdp", "zero1", "zero2", "zero3"};
@@ -126,6 +151,7 @@ static void json_dist(mb_strbuf *sb, const mb_dist_opts *o) {
       mb_sb_json_str(sb, o->wrap[i]);
     }
     mb_sb_puts(sb, "],\n");
+    json_fsdp(sb, o);
   }
   if (mb_dist_is_zero(o))
     mb_sb_printf(sb, "    \"state_shards\": %d,\n    \"reduce_bucket_size\": %lld,\n", (int)mb_dist_state_shards(o),

@@ -43,6 +43,7 @@ MB_API int mb_setup_create(mb_setup **out) {
   t->utilization = 0.9;
   set_backend(t, false); /* the CUDA defaults: foreach, rounding, allowance, context, cuBLAS */
   mb_setup_dist_defaults(&t->dist);
+  mb_setup_fsdp_defaults(&t->dist);
   return MB_OK;
 }
 
@@ -60,6 +61,7 @@ MB_API void mb_setup_free(mb_setup *s) {
   free(s->batch_dim);
   free_list(s->train.checkpoint, s->train.n_checkpoint);
   mb_setup_dist_free(&s->train.dist);
+  mb_setup_fsdp_free(&s->train.dist);
   free(s->train.alloc_conf);
   free(s->bound);
   free(s->is_bound);
@@ -363,7 +365,8 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
     if (rc == MB_OK) t->reserved_model = MB_RESERVED_ALLOWANCE; /* the allowance is what it sizes */
   } else if (!mb_setup_cuda_option(s, key, value, &rc) && !mb_setup_graphs_option(s, key, value, &rc) &&
              !mb_setup_report_option(s, key, value, &rc) && !mb_setup_eval_option(s, key, value, &rc) &&
-             !mb_setup_dist_option(s, key, value, &rc) && !mb_setup_limits_option(s, key, value, &rc)) {
+             !mb_setup_dist_option(s, key, value, &rc) && !mb_setup_fsdp_option(s, key, value, &rc) &&
+             !mb_setup_limits_option(s, key, value, &rc)) {
     snprintf(s->errmsg, sizeof s->errmsg, "unknown setup option '%s'", key);
     return MB_E_INVALID_ARG;
   }

@@ -114,6 +114,9 @@ int mb_setup_eval_option(mb_setup *s, const char *key, const char *value, int *r
 int mb_setup_dist_option(mb_setup *s, const char *key, const char *value, int *rc);
 void mb_setup_dist_defaults(mb_dist_opts *o);
 void mb_setup_dist_free(mb_dist_opts *o);
+int mb_setup_fsdp_option(mb_setup *s, const char *key, const char *value, int *rc);
+void mb_setup_fsdp_defaults(mb_dist_opts *o);
+void mb_setup_fsdp_free(mb_dist_opts *o);
 /* The setup's batching (shape/batching.h): the largest batch its graph-size table allows, its
  * mb_batch_rule and what batch_size counts ("samples", "graphs"). */
 int64_t mb_setup_batch_limit(const mb_setup *s);

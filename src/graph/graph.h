@@ -119,6 +119,9 @@ typedef struct mb_origin {
                              * RemoveOptionalBiasFromConv"): the export was optimized */
   const char *cls;          /* the class of its module ("transformers.models.llama.modeling_
                              * llama.LlamaAttention"), NULL when the export does not say */
+  const char *class_names;  /* the class names of the modules it runs in, from the root, one per
+                             * line, aligned with scope's levels ("ResNet\nSequential\n
+                             * BasicBlock\nConv2d\n"); NULL when the export does not say */
 } mb_origin;
 
 typedef struct mb_node {

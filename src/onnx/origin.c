@@ -157,6 +157,25 @@ static bool add_class_item(void *ctx, const char *item, size_t n) {
   return true;
 }
 
+/* class_hierarchy again: the class names alone ("BasicBlock"), one per line, the target's line
+ * dropped: what FSDP's wrapping by module class matches (sim/dist.c). */
+static bool add_class_name(void *ctx, const char *item, size_t n) {
+  classes *cl = ctx;
+  size_t start = 0;
+  for (size_t i = 0; i < n; i++)
+    if (item[i] == '.') start = i + 1;
+  size_t ml = n - start;
+  if (cl->len + ml + 2 >= sizeof cl->buf) {
+    cl->overflow = true;
+    return true;
+  }
+  memcpy(cl->buf + cl->len, item + start, ml);
+  cl->buf[cl->len + ml] = '\n';
+  cl->len += ml + 1;
+  cl->last_len = ml + 1;
+  return true;
+}
+
 static bool is_placeholder_scope(const char *m) {
   /* torch.export marks nodes outside any module with this placeholder scope */
   return strlen(m) >= 22 && !memcmp(m, "_empty_nn_module_stack", 22);
@@ -398,6 +417,10 @@ static int parse_entry(const entry *e, mb_node *n, mb_interner *in) {
     classes cl = {0};
     if (each_item(e->value, e->value_len, add_class_item, &cl) && !cl.overflow && cl.len > cl.last_len &&
         !(n->origin.classes = intern_upto(in, cl.buf, cl.len - cl.last_len, MAX_FRAMES)))
+      return MB_E_NOMEM;
+    classes names = {0};
+    if (each_item(e->value, e->value_len, add_class_name, &names) && !names.overflow && names.len > names.last_len &&
+        !(n->origin.class_names = intern_upto(in, names.buf, names.len - names.last_len, MAX_FRAMES)))
       return MB_E_NOMEM;
   } else if (key_is(e, "pkg.torch.onnx.name_scopes")) {
     scopes sc = {0};

@@ -98,9 +98,6 @@ int mb_emit_step(mb_builder *b);
 int mb_dist_fsdp_events(mb_builder *b);
 /* dist.c: ZeRO's and FSDP's events woven into the emitted step */
 int mb_dist_events(mb_builder *b);
-/* dist.c: FSDP1's largest flat parameter shard in elements (0 otherwise): a for-loop optimizer
- * step's temporaries are per FlatParameter */
-uint64_t mb_dist_flat_largest(const mb_builder *b);
 /* dist_accum.c: the trainable initializer whose accumulated .grad event e makes at setup
  * (grad_accumulation > 1), else -1 */
 int32_t mb_dist_accum_grad_value(const mb_builder *b, const mb_event_rec *e);
@@ -110,6 +107,20 @@ int mb_dist_zero3_events(mb_builder *b);
 /* dist_eval.c: an evaluation after a data-parallel step: zero_grad's frees once, FSDP's and
  * ZeRO-3's gathers for its forward */
 int mb_dist_eval_events(mb_builder *b);
-/* dist.c: the length of the module path prefix of path that is one unit (0: the root) */
-size_t mb_dist_unit_prefix(const mb_dist_opts *o, const char *path);
+/* dist.c: what FSDP wraps as units (fsdp_wrap globs, fsdp_wrap_class classes found in the
+ * graph: an error names a class no module has); the length of the module path prefix of path
+ * that is one unit (0: the root) */
+typedef struct mb_wrapset mb_wrapset;
+int mb_dist_wrapset_new(const mb_builder *b, mb_wrapset **out);
+size_t mb_dist_unit_prefix(const mb_wrapset *ws, const char *path);
+void mb_dist_wrapset_free(mb_wrapset *ws);
+/* dist.c: FSDP1's flat parameters (a rank's elements of each) in model.parameters() order, at
+ * most cap; returns how many (0 without FSDP1): a for-loop optimizer step's temporaries are per
+ * FlatParameter */
+size_t mb_dist_flat_units(const mb_builder *b, uint64_t *numel, size_t cap);
+/* dist_mp.c: FSDP mixed precision. The error for what is not modelled (MB_OK otherwise); the
+ * dtype gradients are reduce-scattered in (computed: autograd's); bytes of one dtype in another. */
+int mb_dist_fsdp_mp_refused(const mb_builder *b);
+int mb_dist_grad_dtype(const mb_dist_opts *o, int computed);
+uint64_t mb_dist_rebytes(uint64_t bytes, int from, int to);
 #endif

@@ -61,38 +61,130 @@ size_t mb_ddp_buckets(const mb_dist_opts *o, const uint64_t *grad_bytes, size_t 
 
 /* ---- FSDP units ---- */
 
-static size_t wrapped_prefix(const mb_dist_opts *o, const char *path);
+/* What is wrapped as a unit: the globs of fsdp_wrap, and the modules whose class fsdp_wrap_class
+ * names (their dotted paths, found in the graph's class_hierarchy metadata). */
+typedef struct mb_wrapset {
+  const mb_dist_opts *o;
+  char **paths;
+  size_t n;
+} wrapset;
 
-uint64_t mb_dist_flat_largest(const mb_builder *b) {
+static size_t wrapped_prefix(const wrapset *ws, const char *path);
+
+static void wrapset_free(wrapset *ws) {
+  for (size_t i = 0; i < ws->n; i++) free(ws->paths[i]);
+  free(ws->paths);
+  ws->paths = NULL;
+  ws->n = 0;
+}
+
+static bool names_class(const mb_dist_opts *o, const char *name, size_t len) {
+  for (size_t k = 0; k < o->n_wrap_class; k++)
+    if (strlen(o->wrap_class[k]) == len && !strncmp(o->wrap_class[k], name, len)) return true;
+  return false;
+}
+
+/* The modules of the wrapped classes: a node's class_names line i (i >= 1; line 0 is the root)
+ * is the class of the module its scope's first i segments name. A class no module has, or a
+ * graph without class metadata, is an error: the units would silently be the root alone. */
+static int wrapset_init(const mb_builder *b, wrapset *ws) {
   const mb_dist_opts *o = &b->step->dist;
-  if (o->strategy != MB_STRATEGY_FSDP || o->fsdp_version != 1) return 0;
+  *ws = (wrapset){o, NULL, 0};
+  if (!o->n_wrap_class || (o->strategy != MB_STRATEGY_FSDP && o->strategy != MB_STRATEGY_ZERO3)) return MB_OK;
+  const mb_graph *g = b->ms[0].g;
+  bool *seen = calloc(o->n_wrap_class, sizeof(bool)), any = false;
+  if (!seen) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  int rc = MB_OK;
+  for (int32_t k = 0; k < g->n_nodes && rc == MB_OK; k++) {
+    const mb_origin *org = &g->nodes[k].origin;
+    if (!org->class_names || !org->scope || org->scope[0] != '/') continue;
+    any = true;
+    const char *line = strchr(org->class_names, '\n'); /* past the root's */
+    const char *seg = org->scope;
+    while (line && line[1] && rc == MB_OK) {
+      const char *name = line + 1, *eol = strchr(name, '\n');
+      if (!eol) break;
+      const char *next = strchr(seg + 1, '/'); /* the end of this level's segment */
+      if (!next) break;                         /* the last segment is the FX node */
+      for (size_t c = 0; c < o->n_wrap_class; c++)
+        if (strlen(o->wrap_class[c]) == (size_t)(eol - name) && !strncmp(o->wrap_class[c], name, (size_t)(eol - name)))
+          seen[c] = true;
+      if (names_class(o, name, (size_t)(eol - name))) {
+        char dotted[512];
+        bool have = false;
+        if (mb_origin_module_of_scope(org->scope, (size_t)(next - org->scope), dotted, sizeof dotted)) {
+          for (size_t i = 0; i < ws->n && !have; i++) have = !strcmp(ws->paths[i], dotted);
+          char **grown = have ? ws->paths : realloc(ws->paths, (ws->n + 1) * sizeof *grown);
+          char *copy = have ? NULL : malloc(strlen(dotted) + 1);
+          if (!have && (!grown || !copy)) {
+            if (grown) ws->paths = grown;
+            free(copy);
+            rc = mb_fail(b->d, MB_E_NOMEM, "out of memory");
+            break;
+          }
+          if (!have) {
+            strcpy(copy, dotted);
+            ws->paths = grown;
+            ws->paths[ws->n++] = copy;
+          }
+        }
+      }
+      line = eol;
+      seg = next;
+    }
+  }
+  if (rc == MB_OK && !any)
+    rc = mb_fail(b->d, MB_E_INVALID_ARG,
+                 "fsdp_wrap_class: the graph records no module classes (pkg.torch.onnx.class_hierarchy, written by "
+                 "torch.onnx.export(..., dynamo=True)); wrap by module path with fsdp_wrap instead");
+  for (size_t c = 0; c < o->n_wrap_class && rc == MB_OK; c++)
+    if (!seen[c]) rc = mb_fail(b->d, MB_E_INVALID_ARG, "fsdp_wrap_class: no module of class '%s' in the graph", o->wrap_class[c]);
+  free(seen);
+  if (rc != MB_OK) wrapset_free(ws);
+  return rc;
+}
+
+/* FSDP1's FlatParameters as model.parameters() lists them: the root's first (registered on the
+ * wrapped root module itself, before any child), then each wrapped unit's in module order, i.e.
+ * the order of the units' first parameters; each a rank's elements (the flat shard, or the whole
+ * flat parameter under NO_SHARD). */
+size_t mb_dist_flat_units(const mb_builder *b, uint64_t *numel, size_t cap) {
+  const mb_dist_opts *o = &b->step->dist;
+  if (o->strategy != MB_STRATEGY_FSDP || o->fsdp_version != 1 || !cap) return 0;
   const mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
-  uint64_t largest = 0;
-  /* units by their parameters' names: each wrapped module's, the root's the rest */
+  int32_t n = mb_dist_shards(o);
+  size_t k = 1;
+  wrapset ws;
+  if (wrapset_init(b, &ws)) return 0;
+  numel[0] = 0; /* the root, whatever its place among the graph's parameters */
   for (int32_t v = 0; v < g->n_values; v++) {
     if (!ms->trainable_init[v]) continue;
     const char *name = g->inits[g->values[v].initializer].name;
-    size_t len = name ? wrapped_prefix(o, name) : 0;
+    size_t len = name ? wrapped_prefix(&ws, name) : 0;
     uint64_t sum = 0;
     bool first = true;
-    for (int32_t x = 0; x < g->n_values; x++) {
+    for (int32_t x = 0; x < g->n_values && first; x++) {
       if (!ms->trainable_init[x]) continue;
       const char *other = g->inits[g->values[x].initializer].name;
-      size_t olen = other ? wrapped_prefix(o, other) : 0;
+      size_t olen = other ? wrapped_prefix(&ws, other) : 0;
       if (olen != len || (len && strncmp(name, other, len))) continue;
       if (x < v) first = false; /* counted with its unit's first parameter */
       sum += (uint64_t)g->inits[g->values[x].initializer].numel;
     }
-    int32_t n = mb_dist_shards(o);
-    if (first && (sum + (uint64_t)n - 1) / (uint64_t)n > largest) largest = (sum + (uint64_t)n - 1) / (uint64_t)n;
+    if (!first) continue;
+    uint64_t mine = (sum + (uint64_t)n - 1) / (uint64_t)n;
+    if (!len) numel[0] = mine;
+    else if (k < cap) numel[k++] = mine;
   }
-  return largest;
+  wrapset_free(&ws);
+  return k;
 }
 
 /* The outermost module of a dotted path (a parameter's module, or a node's) that a wrap glob
  * names; its length in path, 0 for none (the root unit). */
-static size_t wrapped_prefix(const mb_dist_opts *o, const char *path) {
+static size_t wrapped_prefix(const wrapset *ws, const char *path) {
+  const mb_dist_opts *o = ws->o;
   size_t len = strlen(path);
   if (o->strategy == MB_STRATEGY_ZERO3) return len; /* DeepSpeed gathers each module's own */
   char buf[512];
@@ -102,6 +194,8 @@ static size_t wrapped_prefix(const mb_dist_opts *o, const char *path) {
     buf[i] = '\0';
     for (size_t k = 0; k < o->n_wrap; k++)
       if (mb_glob_match(o->wrap[k], buf)) return i;
+    for (size_t k = 0; k < ws->n; k++)
+      if (!strcmp(ws->paths[k], buf)) return i;
   }
   return 0;
 }
@@ -112,6 +206,7 @@ typedef struct units {
   uint64_t *bytes;      /* unsharded parameter bytes */
   uint64_t *shard;      /* a rank's shard of them: each parameter's dim 0 padded */
   uint64_t *grad_shard; /* the shard of those that train */
+  const wrapset *ws;
 } units;
 
 static int32_t unit_of(mb_builder *b, units *u, const char *path, size_t len) {
@@ -133,7 +228,7 @@ static int32_t unit_of_node(mb_builder *b, units *u, const mb_node *n) {
   const char *end = strrchr(scope, '/');
   char dotted[512];
   if (!mb_origin_module_of_scope(scope, (size_t)(end - scope), dotted, sizeof dotted)) return 0;
-  return unit_of(b, u, dotted, wrapped_prefix(&b->step->dist, dotted));
+  return unit_of(b, u, dotted, wrapped_prefix(u->ws, dotted));
 }
 
 /* A parameter's unit: by its name's module path when a glob names one, else the unit of the
@@ -147,7 +242,7 @@ static int32_t unit_of_param(mb_builder *b, units *u, int32_t v, const int32_t *
     size_t len = (size_t)(dot - name) < sizeof path - 1 ? (size_t)(dot - name) : sizeof path - 1;
     memcpy(path, name, len);
     path[len] = '\0';
-    size_t w = wrapped_prefix(&b->step->dist, path);
+    size_t w = wrapped_prefix(u->ws, path);
     if (w) return unit_of(b, u, path, w);
   }
   for (int32_t k = 0; k < g->n_nodes; k++)
@@ -221,7 +316,7 @@ static bool makes_grad(const mb_plan *p, const mb_event_rec *e, const bool *free
 /* kept: where the all-gather output goes (freed by the caller), or NULL to free it after the
  * copy-out. On the CPU, gloo's all-gather copies through a temporary of the output's size
  * (AsyncAllgatherWork's newLikeFlat; docs/distributed-truth.md), one at a time. */
-static int32_t gather(mb_builder *b, weave *w, int64_t pos, int phase, const units *u, int32_t k,
+static int32_t gather(mb_builder *b, weave *w, int64_t pos, int64_t copy_pos, int phase, const units *u, int32_t k,
                       const char *name, int32_t *kept) {
   uint64_t bytes = u->bytes[k];
   int32_t full = fixed_slot(b, MB_CAT_PARAMETER, bytes, name);
@@ -230,24 +325,38 @@ static int32_t gather(mb_builder *b, weave *w, int64_t pos, int phase, const uni
   if (o->strategy == MB_STRATEGY_ZERO3) /* all-gathered straight into the parameters */
     return add(b, w, pos, 1, phase, full) ? -1 : full;
   uint64_t padded = u->shard[k] * (uint64_t)mb_dist_shards(o);
+  /* mixed precision: the fp32 shards are cast to param_dtype first (FSDP1's _mp_shard in
+   * pre_unshard, freed in post_unshard; FSDP2's all_gather_inputs, freed after the copy-in) */
+  int32_t low = mb_dist_fsdp_mp(o) ? fixed_slot(b, MB_CAT_TEMPORARY, u->shard[k], "FSDP shard in param_dtype") : -2;
+  if (low == -1) return -1;
   if (o->fsdp_version == 1) { /* into the padded flat parameter itself (_full_param_padded) */
-    if (add(b, w, pos, 1, phase, full)) return -1;
+    if ((low >= 0 && add(b, w, pos, 1, phase, low)) || add(b, w, pos, 1, phase, full)) return -1;
     if (kept) *kept = -1;
     if (b->step->cpu && o->world_size > 1) { /* c10d::allgather_'s chunk list on the CPU */
       int32_t tmp = fixed_slot(b, MB_CAT_TEMPORARY, padded, "gloo all-gather temporary");
       if (tmp < 0 || add(b, w, pos, 1, phase, tmp) || add(b, w, pos, 0, phase, tmp)) return -1;
     }
+    if (low >= 0 && add(b, w, pos, 0, phase, low)) return -1;
+    return full;
+  }
+  if (mb_dist_shards(o) <= 1) { /* one rank: wait_for_unshard copies the shards, no all-gather output */
+    if (kept) *kept = -1;
+    if ((low >= 0 && add(b, w, copy_pos, 1, phase, low)) || add(b, w, copy_pos, 1, phase, full) ||
+        (low >= 0 && add(b, w, copy_pos, 0, phase, low)))
+      return -1;
     return full;
   }
   int32_t out = fixed_slot(b, MB_CAT_TEMPORARY, padded, "FSDP all-gather output");
-  if (out < 0 || add(b, w, pos, 1, phase, out)) return -1;
+  if ((low >= 0 && add(b, w, pos, 1, phase, low)) || out < 0 || add(b, w, pos, 1, phase, out) ||
+      (low >= 0 && add(b, w, pos, 0, phase, low)))
+    return -1;
   if (b->step->cpu && b->step->dist.world_size > 1) {
     int32_t tmp = fixed_slot(b, MB_CAT_TEMPORARY, padded, "gloo all-gather temporary");
     if (tmp < 0 || add(b, w, pos, 1, phase, tmp) || add(b, w, pos, 0, phase, tmp)) return -1;
   }
-  if (add(b, w, pos, 1, phase, full)) return -1;
+  if (add(b, w, copy_pos, 1, phase, full)) return -1;
   if (kept) *kept = out;
-  else if (add(b, w, pos, 0, phase, out)) return -1;
+  else if (add(b, w, copy_pos, 0, phase, out)) return -1;
   return full;
 }
 
@@ -318,8 +427,35 @@ int mb_dist_events(mb_builder *b) {
   return rc;
 }
 
+static int fsdp_events(mb_builder *b, const wrapset *ws);
+
+/* Where FSDP2's gloo reduce-scatter clone dies on the CPU. Its last reference is dropped by
+ * whichever thread lets go last, the caller or gloo's worker (docs/distributed-truth.md, "A race
+ * on CPU"); measured on ResNet-18 (dist_truth.py --steps 12 --repeats 3): in about a third of the
+ * steps the worker's is last and the clone is still alive at the next unit's copy-out in
+ * backward (its own pre_backward). The budget takes that side: freed after the next backward
+ * copy-out; at once when none follows. */
+static int64_t clone_end(const int64_t *copies, int32_t n, int64_t pos) {
+  int64_t end = -1;
+  for (int32_t i = 0; i < n; i++)
+    if (copies[i] > pos && (end < 0 || copies[i] < end)) end = copies[i];
+  return end < 0 ? pos : end;
+}
+
 int mb_dist_fsdp_events(mb_builder *b) {
+  wrapset ws;
+  int rc = wrapset_init(b, &ws);
+  if (rc == MB_OK) rc = fsdp_events(b, &ws);
+  wrapset_free(&ws);
+  return rc;
+}
+
+static int fsdp_events(mb_builder *b, const wrapset *ws) {
   const mb_dist_opts *o = &b->step->dist;
+  if (o->strategy == MB_STRATEGY_FSDP && o->fsdp_version != 1 &&
+      (o->backward_prefetch != MB_PREFETCH_PRE || o->forward_prefetch || !o->limit_all_gathers))
+    return mb_fail(b->d, MB_E_INVALID_ARG, "fsdp_backward_prefetch, fsdp_forward_prefetch and fsdp_limit_all_gathers are "
+                                           "FullyShardedDataParallel's (fsdp_version 1); fully_shard prefetches one unit");
   int32_t shards = mb_dist_shards(o);
   bool zero3 = o->strategy == MB_STRATEGY_ZERO3;
   /* FSDP2 gathers into unsharded copies on one rank too; NO_SHARD and one-rank ZeRO-3 do not */
@@ -329,6 +465,7 @@ int mb_dist_fsdp_events(mb_builder *b) {
   mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
   units u = {0};
+  u.ws = ws;
   u.cap = g->n_nodes + g->n_values + 2; /* a unit per node or parameter at most */
   u.name = mb_arena_array(&b->a, (size_t)u.cap, sizeof(char *));
   int32_t *node_unit = mb_arena_array(&b->a, (size_t)g->n_nodes + 1, sizeof(int32_t));
@@ -407,10 +544,22 @@ int mb_dist_fsdp_events(mb_builder *b) {
     if (p->ev[i].phase == MB_PHASE_FORWARD) fwd_end = i;
   for (int32_t k = 0; k < u.n; k++) fkey[k] = !u.bytes[k] ? -1 : k == 0 ? fwd0 : first[k];
   int32_t n_fwd = order_by(fkey, u.n, forder), root = -2, held = -1;
+  /* FSDP1's post-backward hook (_post_backward_hook) runs after autograd has concatenated the
+   * unit's flat gradient: it reshards (frees the unsharded flat parameter), prefetches the next
+   * unit under BACKWARD_POST, then reduce-scatters; the reduce loop below emits those frees and
+   * gathers in that order */
+  bool hooks1 = o->fsdp_version == 1 && !zero3;
+  int32_t *post_free = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));
+  int32_t *post_gather = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));
+  if (!post_free || !post_gather) return nomem(b);
+  for (int32_t k = 0; k < u.n; k++) post_free[k] = post_gather[k] = -1;
   for (int32_t i = 0; i < n_fwd && rc == MB_OK; i++) {
     int32_t k = forder[i], out = -1;
     int64_t at = 2 * (int64_t)fkey[k];
-    int32_t full = gather(b, &w, at, MB_PHASE_FORWARD, &u, k, k ? "FSDP unsharded parameters" : "FSDP unsharded parameters (root)",
+    /* FSDP1 forward_prefetch: _pre_forward_prefetch gathers the next unit right after the
+     * current one's unshard (_runtime_utils.py, _pre_forward_unshard) */
+    if (o->fsdp_version == 1 && o->forward_prefetch && i > 0) at = 2 * (int64_t)fkey[forder[i - 1]];
+    int32_t full = gather(b, &w, at, at, MB_PHASE_FORWARD, &u, k, k ? "FSDP unsharded parameters" : "FSDP unsharded parameters (root)",
                           zero3 ? NULL : &out);
     if (full < 0) {
       rc = nomem(b);
@@ -420,6 +569,8 @@ int mb_dist_fsdp_events(mb_builder *b) {
     held = out;
     if (k == 0 && !(o->reshard_root && reshard)) { /* the root is resharded when backward ends */
       root = full;
+    } else if (!reshard && hooks1 && bfirst[k] >= 0 && u.grad_shard[k]) {
+      post_free[k] = full;
     } else if (!reshard || bfirst[k] < 0) {
       int64_t end = bfirst[k] >= 0 ? 2 * (int64_t)blast[k] + 1 : 2 * (int64_t)last[k] + 1;
       if (rc == MB_OK) rc = add(b, &w, end, 0, bfirst[k] >= 0 ? MB_PHASE_BACKWARD : MB_PHASE_FORWARD, full);
@@ -428,17 +579,47 @@ int mb_dist_fsdp_events(mb_builder *b) {
     }
   }
   if (rc == MB_OK && held >= 0) rc = add(b, &w, 2 * (int64_t)fwd_end + 1, 0, MB_PHASE_FORWARD, held);
+  int64_t *bgather = mb_arena_array(&b->a, (size_t)u.n + 1, sizeof(int64_t)); /* where backward gathers */
+  int32_t n_bgather = 0;
+  if (!bgather) return nomem(b);
   /* backward, in its order: each resharded unit gathered again when the unit before it starts
    * its backward (the prefetch), right after that unit's own gather */
   for (int32_t i = 0; i < n_order && rc == MB_OK && reshard; i++) {
     int32_t k = order[i], at = bfirst[i ? order[i - 1] : k];
     if (first[k] < 0) continue;
-    int32_t again = gather(b, &w, 2 * (int64_t)at, MB_PHASE_BACKWARD, &u, k, "FSDP unsharded parameters (backward)", NULL);
+    int64_t pos = 2 * (int64_t)at;
+    /* FSDP1's BackwardPrefetch (_get_handle_to_prefetch): BACKWARD_PRE gathers the next unit in
+     * the current one's pre-backward hook, the root's (never resharded) included; BACKWARD_POST
+     * after the current one's post-backward reshard, before its reduce-scatter; None in the
+     * unit's own pre-backward */
+    if (hooks1) {
+      if (o->backward_prefetch == MB_PREFETCH_NONE) pos = 2 * (int64_t)bfirst[k];
+      else if (o->backward_prefetch == MB_PREFETCH_PRE && !i && order[0] != 0 && bfirst[0] >= 0 && bfirst[0] < bfirst[k])
+        pos = 2 * (int64_t)bfirst[0];
+      else if (o->backward_prefetch == MB_PREFETCH_POST && i && u.grad_shard[order[i - 1]]) {
+        post_gather[order[i - 1]] = k; /* in the previous unit's post-backward hook (reduce loop) */
+        continue;
+      } else if (o->backward_prefetch == MB_PREFETCH_POST) {
+        pos = 2 * (int64_t)bfirst[k];
+      }
+    }
+    /* FSDP2 (_fsdp_param_group.py): the root's pre_backward prefetches the first unit, each unit's
+     * the next (_backward_prefetch: post_forward_order[index - 1]); a prefetch only issues the
+     * all-gather into its output, the copy-out into the unsharded parameters (and the output's
+     * free) waits for the unit's own pre_backward (wait_for_unshard) */
+    int64_t copy = pos;
+    if (o->fsdp_version != 1 && !zero3) {
+      if (!i && order[0] != 0 && bfirst[0] >= 0 && bfirst[0] < bfirst[k]) pos = 2 * (int64_t)bfirst[0];
+      copy = 2 * (int64_t)bfirst[k];
+    }
+    int32_t again = gather(b, &w, pos, copy, MB_PHASE_BACKWARD, &u, k, "FSDP unsharded parameters (backward)", NULL);
     if (again < 0) {
       rc = nomem(b);
       break;
     }
-    rc = add(b, &w, 2 * (int64_t)blast[k] + 1, 0, MB_PHASE_BACKWARD, again);
+    bgather[n_bgather++] = copy;
+    if (hooks1 && u.grad_shard[k]) post_free[k] = again;
+    else rc = add(b, &w, 2 * (int64_t)blast[k] + 1, 0, MB_PHASE_BACKWARD, again);
   }
   /* reduce-scatter after each unit's backward (the root's when backward ends): the gradients
    * copied into one input, freed, the sharded .grad allocated */
@@ -456,15 +637,36 @@ int mb_dist_fsdp_events(mb_builder *b) {
   for (int32_t r = 0; r < n_rs && rc == MB_OK; r++) { /* ZeRO-3: zero_grads() */
     int32_t k = rorder[r];
     int64_t pos = 2 * (int64_t)grad_at[k] + 1;
-    int32_t in = fixed_slot(b, MB_CAT_TEMPORARY, u.grad_shard[k] * (uint64_t)shards, "FSDP reduce-scatter input");
+    /* the previous unit's input goes first: post_backward's "FSDP::post_backward_rs_wait" pops
+     * the oldest of reduce_scatter_states (at most reduce_scatter_max_input_buffers = 1) before
+     * this unit's foreach_reduce allocates its own (_fsdp_param_group.py, torch 2.15) */
+    if (rs_held >= 0 && add(b, &w, pos, 0, MB_PHASE_BACKWARD, rs_held)) {
+      rc = nomem(b);
+      break;
+    }
+    rs_held = -1;
+    /* mixed precision (dist_mp.c): reduce-scattered in reduce_dtype, the .grad shards fp32 (the
+     * reduce output cast when reduce_dtype is narrower: _cast_and_view_sharded_grads, FSDP1's
+     * _cast_grad_to_param_dtype); FSDP1 casts the flat gradient to reduce_dtype first
+     * (_post_backward_hook: flat_param.grad.to(reduce_dtype)), FSDP2 copies into a reduce_dtype
+     * input */
+    bool mp = mb_dist_fsdp_mp(o);
+    int gdt = mb_dist_grad_dtype(o, o->param_dtype);
+    uint64_t red = mp ? mb_dist_rebytes(u.grad_shard[k], o->param_dtype, gdt) : u.grad_shard[k];
+    uint64_t final = mp ? mb_dist_rebytes(u.grad_shard[k], o->param_dtype, MB_DTYPE_FLOAT) : u.grad_shard[k];
+    int32_t in = fixed_slot(b, MB_CAT_TEMPORARY, red * (uint64_t)shards, "FSDP reduce-scatter input");
     if (in < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, in)) {
       rc = nomem(b);
       break;
     }
-    /* gloo's reduce_scatter_tensor_coalesced clones its whole input on the CPU */
-    int32_t clone = b->step->cpu && o->world_size > 1 ? fixed_slot(b, MB_CAT_TEMPORARY, u.grad_shard[k] * (uint64_t)shards,
+    /* gloo's reduce_scatter_tensor_coalesced clones its whole input on the CPU: FSDP1 reduces
+     * the flat gradient autograd made; FSDP2's foreach_reduce first copies the gradients into
+     * its input, clears them (unsharded_grads.clear()) and allocates the output, then calls the
+     * collective (_fsdp_collectives.py) */
+    bool fsdp1 = o->fsdp_version == 1;
+    int32_t clone = b->step->cpu && o->world_size > 1 ? fixed_slot(b, MB_CAT_TEMPORARY, red * (uint64_t)shards,
                                               "gloo reduce-scatter clone") : -2;
-    if (clone == -1 || (clone >= 0 && add(b, &w, pos, 1, MB_PHASE_BACKWARD, clone))) {
+    if (clone == -1) {
       rc = nomem(b);
       break;
     }
@@ -486,15 +688,34 @@ int mb_dist_fsdp_events(mb_builder *b) {
       int32_t v = mb_dist_accum_grad_value(b, &p->ev[i]);
       if (v >= 0 && value_unit[v] == k) rc = add(b, &w, pos, 0, MB_PHASE_BACKWARD, p->ev[i].slot);
     }
+    /* FSDP1's hook: reshard, then BACKWARD_POST's prefetch of the next unit */
+    if (rc == MB_OK && post_free[k] >= 0) rc = add(b, &w, pos, 0, MB_PHASE_BACKWARD, post_free[k]);
+    if (rc == MB_OK && post_gather[k] >= 0) {
+      int32_t next = post_gather[k];
+      int32_t again = gather(b, &w, pos, pos, MB_PHASE_BACKWARD, &u, next, "FSDP unsharded parameters (backward)", NULL);
+      if (again < 0) rc = nomem(b);
+      else if (u.grad_shard[next]) post_free[next] = again;
+      else rc = add(b, &w, 2 * (int64_t)blast[next] + 1, 0, MB_PHASE_BACKWARD, again);
+    }
+    if (rc != MB_OK) break;
     /* CPUOffload: the reduce-scatter output is copied to the host, where the .grad shard lives */
     bool host = o->offload == MB_OFFLOAD_PARAMS;
-    if (host) p->host_bytes += u.grad_shard[k];
-    int32_t shard = fixed_slot(b, MB_CAT_GRADIENT, host ? 0 : u.grad_shard[k], "FSDP sharded gradients");
+    if (host) p->host_bytes += final;
+    bool cast = mp && gdt != MB_DTYPE_FLOAT;
+    int32_t shard = fixed_slot(b, cast ? MB_CAT_TEMPORARY : MB_CAT_GRADIENT, host ? 0 : red,
+                               cast ? "FSDP reduce-scatter output (reduce dtype)" : "FSDP sharded gradients");
     if (shard < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, shard) ||
-        (clone >= 0 && add(b, &w, pos, 0, MB_PHASE_BACKWARD, clone)) ||
-        (rs_held >= 0 && add(b, &w, pos, 0, MB_PHASE_BACKWARD, rs_held))) {
+        (clone >= 0 && add(b, &w, pos, 1, MB_PHASE_BACKWARD, clone)) ||
+        (clone >= 0 && add(b, &w, fsdp1 ? pos : clone_end(bgather, n_bgather, pos), 0, MB_PHASE_BACKWARD, clone))) {
       rc = nomem(b);
       break;
+    }
+    if (cast) { /* the fp32 .grad shards, the reduce dtype's output gone */
+      int32_t f32 = fixed_slot(b, MB_CAT_GRADIENT, host ? 0 : final, "FSDP sharded gradients");
+      if (f32 < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, f32) || add(b, &w, pos, 0, MB_PHASE_BACKWARD, shard)) {
+        rc = nomem(b);
+        break;
+      }
     }
     if (o->fsdp_version == 1) { /* FSDP1 frees the flat gradient after the collective */
       if (add(b, &w, pos, 0, MB_PHASE_BACKWARD, in)) {
@@ -596,5 +817,22 @@ static int weave_in(mb_builder *b, weave *w) {
   return rc;
 }
 
-/* The module path prefix of path that is one unit (dist_eval.c): as the step's gathers. */
-size_t mb_dist_unit_prefix(const mb_dist_opts *o, const char *path) { return wrapped_prefix(o, path); }
+/* The units as the step's gathers see them, for dist_eval.c. */
+int mb_dist_wrapset_new(const mb_builder *b, mb_wrapset **out) {
+  *out = calloc(1, sizeof **out);
+  if (!*out) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  int rc = wrapset_init(b, *out);
+  if (rc != MB_OK) {
+    free(*out);
+    *out = NULL;
+  }
+  return rc;
+}
+
+size_t mb_dist_unit_prefix(const mb_wrapset *ws, const char *path) { return wrapped_prefix(ws, path); }
+
+void mb_dist_wrapset_free(mb_wrapset *ws) {
+  if (!ws) return;
+  wrapset_free(ws);
+  free(ws);
+}

@@ -53,7 +53,30 @@ typedef struct mb_dist_opts {
                                  * within this many elements of the trace stay gathered (1e9) */
   int64_t allgather_bucket_size; /* ZeRO-1/2 (5e8): no device memory with all_gather_into_tensor */
   bool contiguous_gradients;    /* the reduction buffer; off: each reduction flattens its bucket */
+  /* FSDP, continued (budget/setup_fsdp.c) */
+  char **wrap_class;        /* module class names wrapped as units (FSDP1's ModuleWrapPolicy,
+                             * FSDP2's fully_shard on each instance): matched against the
+                             * exporter's class_hierarchy */
+  size_t n_wrap_class;
+  int backward_prefetch;    /* enum mb_fsdp_prefetch: when FSDP1 gathers the next unit in backward */
+  bool forward_prefetch;    /* FSDP1: the next unit gathered when a unit's forward starts */
+  bool limit_all_gathers;   /* FSDP1's rate limiter (default on; see docs/distributed.md) */
+  /* FSDP mixed precision (MixedPrecisionPolicy / MixedPrecision): MB_DTYPE_* or 0 (not set) */
+  int param_dtype;          /* units gathered and computed in it; the shards stay the graph's */
+  int reduce_dtype;         /* gradients reduce-scattered in it (0: param_dtype) */
+  int buffer_dtype;         /* FSDP1: buffers cast to it (0: kept) */
 } mb_dist_opts;
+
+/* FSDP with a param_dtype other than the graph's: bf16/fp16 compute on fp32 shards. */
+static inline bool mb_dist_fsdp_mp(const mb_dist_opts *o) {
+  return o->strategy == MB_STRATEGY_FSDP && o->param_dtype != 0 && o->param_dtype != 1 /* MB_DTYPE_FLOAT */;
+}
+
+enum mb_fsdp_prefetch {
+  MB_PREFETCH_PRE,  /* BackwardPrefetch.BACKWARD_PRE: at the current unit's pre-backward */
+  MB_PREFETCH_POST, /* BACKWARD_POST: after the current unit's post-backward reshard */
+  MB_PREFETCH_NONE  /* None: each unit gathered at its own pre-backward */
+};
 
 enum mb_offload {
   MB_OFFLOAD_NONE,

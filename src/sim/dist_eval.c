@@ -85,25 +85,21 @@ typedef struct eval_unit {
   int32_t first, last;
 } eval_unit;
 
-static int gather_units(mb_builder *b) {
+/* Each node's unit, and each unit's unsharded and padded parameter bytes. */
+static int eval_unit_sizes(mb_builder *b, const mb_wrapset *ws, char **names, int32_t *node_unit,
+                           eval_unit *u, int32_t cap, int32_t *n_units) {
   const mb_dist_opts *o = &b->step->dist;
   bool zero3 = o->strategy == MB_STRATEGY_ZERO3 && mb_dist_shards(o) > 1;
-  if (!zero3 && !mb_dist_fsdp_reduces(o)) return MB_OK;
-  mb_plan *p = b->p;
   const mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
-  int32_t cap = g->n_nodes + g->n_values + 2, n = 1, shards = mb_dist_shards(o);
-  char **names = mb_arena_array(&b->a, (size_t)cap, sizeof(char *));
-  int32_t *node_unit = mb_arena_array(&b->a, (size_t)g->n_nodes + 1, sizeof(int32_t));
-  eval_unit *u = mb_arena_array(&b->a, (size_t)cap, sizeof(eval_unit));
-  if (!names || !node_unit || !u) return nomem(b);
-  names[0] = "";
+  mb_plan *p = b->p;
+  int32_t n = *n_units, shards = mb_dist_shards(o);
   for (int32_t k = 0; k < g->n_nodes; k++) {
     const char *scope = g->nodes[k].origin.scope, *slash = scope ? strrchr(scope, '/') : NULL;
     char dotted[512];
     node_unit[k] = 0;
     if (scope && scope[0] == '/' && mb_origin_module_of_scope(scope, (size_t)(slash - scope), dotted, sizeof dotted))
-      node_unit[k] = unit_named(b, names, &n, cap, dotted, mb_dist_unit_prefix(o, dotted));
+      node_unit[k] = unit_named(b, names, &n, cap, dotted, mb_dist_unit_prefix(ws, dotted));
     if (node_unit[k] < 0) return nomem(b);
   }
   for (int32_t k = 0; k < cap; k++) u[k] = (eval_unit){0, 0, -1, -1};
@@ -121,7 +117,7 @@ static int gather_units(mb_builder *b) {
       char path[512];
       memcpy(path, ct->name, (size_t)(dot - ct->name));
       path[dot - ct->name] = '\0';
-      size_t w = mb_dist_unit_prefix(o, path);
+      size_t w = mb_dist_unit_prefix(ws, path);
       if (w && (unit = unit_named(b, names, &n, cap, path, w)) < 0) return nomem(b);
     }
     for (int32_t k = 0; k < g->n_nodes && unit < 0; k++)
@@ -134,6 +130,29 @@ static int gather_units(mb_builder *b) {
     u[unit].bytes += full;
     u[unit].padded += part * (uint64_t)shards;
   }
+  *n_units = n;
+  return MB_OK;
+}
+
+static int gather_units(mb_builder *b) {
+  const mb_dist_opts *o = &b->step->dist;
+  bool zero3 = o->strategy == MB_STRATEGY_ZERO3 && mb_dist_shards(o) > 1;
+  if (!zero3 && !mb_dist_fsdp_reduces(o)) return MB_OK;
+  mb_plan *p = b->p;
+  const mb_model_state *ms = &b->ms[0];
+  const mb_graph *g = ms->g;
+  int32_t cap = g->n_nodes + g->n_values + 2, n = 1;
+  char **names = mb_arena_array(&b->a, (size_t)cap, sizeof(char *));
+  int32_t *node_unit = mb_arena_array(&b->a, (size_t)g->n_nodes + 1, sizeof(int32_t));
+  eval_unit *u = mb_arena_array(&b->a, (size_t)cap, sizeof(eval_unit));
+  if (!names || !node_unit || !u) return nomem(b);
+  names[0] = "";
+  mb_wrapset *ws;
+  int rc = mb_dist_wrapset_new(b, &ws);
+  if (rc != MB_OK) return rc;
+  rc = eval_unit_sizes(b, ws, names, node_unit, u, cap, &n);
+  mb_dist_wrapset_free(ws);
+  if (rc != MB_OK) return rc;
   int32_t eval_last = -1;
   for (int32_t i = 0; i < p->n_ev; i++) {
     const mb_event_rec *e = &p->ev[i];

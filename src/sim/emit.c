@@ -536,6 +536,7 @@ static int dist_supported(const mb_builder *b) {
                                           "add master_weights (--master-weights)");
   if (o->offload != MB_OFFLOAD_NONE && !zero && o->strategy != MB_STRATEGY_FSDP)
     return mb_fail(b->d, MB_E_INVALID_ARG, "offload needs strategy zero1, zero2, zero3 or fsdp");
+  if (mb_dist_fsdp_mp_refused(b) != MB_OK) return b->d->status;
   if (!zero && (o->strategy != MB_STRATEGY_FSDP || mb_dist_shards(o) <= 1)) return MB_OK;
   const char *what = step->eval.zero_grad == MB_ZERO_GRAD_ZERO ? "zero_grad zero"
                      : step->ema ? "an EMA copy" : !zero && step->master_weights ? "master weights" : NULL;
@@ -644,7 +645,8 @@ static int emit_setup(emitter *e, loss_state *ls) {
   /* FSDP and ZeRO-3: a rank holds its shard of every parameter of the model (ZeRO-3 keeps
    * parameters of at most persistence_threshold elements whole) */
   int32_t shards = mb_dist_shards(&step->dist), state_shards = mb_dist_state_shards(&step->dist);
-  if (shards > 1)
+  bool fsdp_mp = mb_dist_fsdp_mp(&step->dist); /* the shards keep the graph's dtype */
+  if (shards > 1 || fsdp_mp)
     for (int32_t v = 0; v < b->ms[0].g->n_values; v++) {
       const mb_graph *g0 = b->ms[0].g;
       int32_t s = g0->values[v].kind == MB_VALUE_INITIALIZER ? b->ms[0].slot_of[v] : -1;
@@ -653,7 +655,7 @@ static int emit_setup(emitter *e, loss_state *ls) {
         continue;
       const mb_const_tensor *ct = &g0->inits[g0->values[v].initializer];
       if (step->dist.strategy == MB_STRATEGY_ZERO3 && (int64_t)ct->numel <= step->dist.persistence_threshold) continue;
-      p->slots[s].fixed = dtype_bytes(b->ms[0].rt[v], rank_numel(step, shards, ct));
+      p->slots[s].fixed = dtype_bytes(fsdp_mp ? ct->dtype : b->ms[0].rt[v], rank_numel(step, shards, ct));
       if (step->dist.offload == MB_OFFLOAD_PARAMS) { /* the shard lives on the host */
         p->host_bytes += p->slots[s].fixed;
         p->slots[s].fixed = 0;
@@ -672,7 +674,7 @@ static int emit_setup(emitter *e, loss_state *ls) {
     int32_t dt = ms->rt[v];
     if (ms->trainable_init[v]) {
       e->owned_first[v] = p->n_slots;
-      int state_bytes = step->master_weights && b->pure ? 4 : mb_dtype_bits(dt) / 8;
+      int state_bytes = (step->master_weights && b->pure) || fsdp_mp ? 4 : mb_dtype_bits(dt) / 8;
       uint64_t st[4];
       int64_t sdims[MB_MAX_RANK];
       memcpy(sdims, ct->dims, (size_t)ct->rank * sizeof *sdims);
@@ -760,6 +762,7 @@ static int emit_optimizer(emitter *e) {
   const mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
   bool master = step->master_weights && b->pure;
+  bool fp32_step = master || mb_dist_fsdp_mp(&step->dist); /* the step runs on fp32 (master or shards) */
   /* foreach groups tensors by dtype; each group's lists are freed before the next group */
   int32_t dtypes[4] = {MB_DTYPE_FLOAT, MB_DTYPE_FLOAT16, MB_DTYPE_BFLOAT16, MB_DTYPE_DOUBLE};
   uint64_t largest = 0;
@@ -777,7 +780,7 @@ static int emit_optimizer(emitter *e) {
     for (int32_t v = 0; v < g->n_values; v++) {
       if (!ms->trainable_init[v] || !e->reached[v] || ms->rt[v] != dtypes[k]) continue;
       uint64_t numel = rank_numel(step, shards, &g->inits[g->values[v].initializer]);
-      int32_t sdt = master ? MB_DTYPE_FLOAT : ms->rt[v];
+      int32_t sdt = fp32_step ? MB_DTYPE_FLOAT : ms->rt[v];
       if (numel > largest) {
         largest = numel;
         largest_dt = sdt;
@@ -795,12 +798,47 @@ static int emit_optimizer(emitter *e) {
     }
     for (int32_t i = 0; i < n; i++) release(e, 0, list[i], -1);
   }
-  int32_t tmps[4], n_tmp = 0;
-  uint64_t flat = mb_dist_flat_largest(b);
-  if (flat > largest) largest = flat;
+  int32_t tmps[5], n_tmp = 0;
   int32_t loop = zero ? 0 : opt->loop_temps + (step->foreach ? 0 : opt->single_temps);
-  for (int l = 0; l < loop && l < 4 && largest; l++) {
-    tmps[n_tmp] = fixed(e, 0, MB_CAT_TEMPORARY, dtype_bytes(largest_dt, largest), "optimizer temporary", 0);
+  /* The for-loop step (foreach off) binds its result (Adam's denom, RMSprop's avg, Adagrad's std)
+   * to a loop variable that lives until the next parameter's is assigned: while parameter i's
+   * temporaries exist, parameter i - 1's result is still alive (torch/optim/adam.py
+   * _single_tensor_adam: denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)). The
+   * parameters in model.parameters() order: FSDP1's FlatParameters, else the graph's. */
+  uint64_t prev = 0, bound = 0;
+  if (!zero && !step->foreach && opt->single_temps && loop) {
+    size_t cap = (size_t)g->n_values + 1;
+    uint64_t *flat = mb_arena_array(&b->a, cap, sizeof(uint64_t));
+    if (!flat) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+    size_t n_flat = mb_dist_flat_units(b, flat, cap);
+    uint64_t last = 0, best = 0;
+    int32_t dt = largest_dt;
+    for (size_t i = 0; i < (n_flat ? n_flat : (size_t)g->n_values); i++) {
+      uint64_t here;
+      if (n_flat) {
+        here = dtype_bytes(largest_dt, flat[i]);
+      } else {
+        int32_t v = (int32_t)i;
+        if (!ms->trainable_init[v] || !e->reached[v]) continue;
+        dt = fp32_step ? MB_DTYPE_FLOAT : ms->rt[v];
+        here = dtype_bytes(dt, rank_numel(step, shards, &g->inits[g->values[v].initializer]));
+      }
+      if (last + (uint64_t)loop * here > best) {
+        best = last + (uint64_t)loop * here;
+        prev = last;
+        bound = here;
+      }
+      last = here;
+    }
+  } else {
+    bound = dtype_bytes(largest_dt, largest);
+  }
+  if (prev && loop) {
+    tmps[n_tmp] = fixed(e, 0, MB_CAT_TEMPORARY, prev, "optimizer temporary (the previous parameter's, still bound)", 0);
+    if (tmps[n_tmp++] < 0) return b->d->status;
+  }
+  for (int l = 0; l < loop && l < 4 && bound; l++) {
+    tmps[n_tmp] = fixed(e, 0, MB_CAT_TEMPORARY, bound, "optimizer temporary", 0);
     if (tmps[n_tmp++] < 0) return b->d->status;
   }
   for (int32_t i = 0; i < n_tmp; i++) release(e, 0, tmps[i], -1);

@@ -905,6 +905,10 @@ int mb_plan_build(const mb_model *m, const mb_step *step, mb_plan **out, mb_diag
   b.pure = prec == MB_PREC_FP16 || prec == MB_PREC_BF16;
   b.low = prec == MB_PREC_AMP_FP16 || prec == MB_PREC_FP16 ? MB_DTYPE_FLOAT16
         : prec == MB_PREC_FP32 ? 0 : MB_DTYPE_BFLOAT16;
+  if (mb_dist_fsdp_mp(&b.step->dist) && prec == MB_PREC_FP32) { /* FSDP mixed precision: the model runs */
+    b.pure = true;                                                /* in param_dtype (sim/dist_mp.c) */
+    b.low = b.step->dist.param_dtype;
+  }
   p->model = b.ms[0].m = m;
   p->teacher = b.ms[1].m = b.step->teacher;
   int n_models = b.step->teacher ? 2 : 1;

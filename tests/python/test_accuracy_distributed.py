@@ -12,7 +12,9 @@ from conftest import ROOT
 spec = importlib.util.spec_from_file_location("dist_compare", ROOT / "bench" / "truth" / "dist_compare.py")
 dist_compare = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(dist_compare)
-CASES = json.loads((ROOT / "bench" / "truth" / "results" / "cpu-torch2-dist.json").read_text())["cases"]
+# cpu-torch2-dist.json, and the FSDP-options and race files; gradient accumulation's cases are
+# test_accuracy_distributed_accum.py's
+CASES = [c for c in dist_compare.load_cases() if c.get("accumulation", 1) == 1]
 
 
 @pytest.fixture(scope="module")
@@ -21,8 +23,14 @@ def rows(cli):
 
 
 def test_every_modelled_case_is_estimated(rows):
-    modelled = [r for r in rows if r["estimated_peak"] is not None]
-    assert len(modelled) == 49 and not [r for r in rows if "failed" in r]  # all but lazy_bucket_allocation
+    """All but DDP's lazy_bucket_allocation (49 cases in cpu-torch2-dist.json, more in the others)."""
+    refused = [r for r in rows if "failed" in r]  # the estimate says it does not model the case
+    assert all("not modelled yet" in r["failed"] for r in refused), refused
+    assert {(r["model"], r["variant"]) for r in refused} <= {("zoo/resnet18", "fsdp1-mp-bf16"),
+                                                             ("zoo/resnet18", "fsdp1-mp-bf16-rbf16")}
+    assert [r["variant"] for r in rows if r["estimated_peak"] is None and "failed" not in r and
+            "truth_failed" not in r] == ["ddp-lazy-buckets"] * 2
+    assert len([r for r in rows if r["estimated_peak"] is not None]) >= 49
 
 
 def test_ddp_is_exact(rows):
@@ -32,11 +40,18 @@ def test_ddp_is_exact(rows):
             assert abs(r["error"]) < 1e-4, r
 
 
-# where the model is known to be off (docs/distributed.md): FSDP2 with reshard_after_forward=False
-# on ResNet-18 (+4.6%, +5.1%: gloo's clone at the late side of a thread race), FSDP1's NO_SHARD on
-# ResNet-18 (-6.1%, unexplained; also FULL_SHARD on one rank, which is NO_SHARD)
-KNOWN = {("zoo/resnet18", "fsdp2-no-reshard"): 0.055, ("zoo/resnet18", "fsdp1-no-shard"): 0.065,
-         ("zoo/resnet18", "fsdp1-full", 1): 0.065}
+# where the model is known to be off (docs/distributed-truth.md): FSDP1 forward_prefetch's backward
+# holds one unit more than the source read explains (its forward is exact): ResNet-18 -11.2% and
+# -14.1% (2 and 4 ranks), GPT-2 -2.5%
+KNOWN = {("zoo/resnet18", "fsdp1-fwd-prefetch"): 0.15, ("hf/gpt2", "fsdp1-fwd-prefetch"): 0.03}
+
+
+def test_fsdp_is_exact(rows):
+    """FSDP2 and FSDP1 in fp32, 1 to 4 ranks, every option measured, the gloo race's late side:
+    within 0.1% of the worst measured step of any rank (docs/distributed-truth.md)."""
+    for r in rows:
+        if r["variant"].startswith("fsdp") and "-mp-" not in r["variant"] and r["error"] is not None:
+            assert abs(r["error"]) < KNOWN.get((r["model"], r["variant"]), 1e-3), r
 
 
 def test_fsdp_within_targets(rows):
@@ -45,5 +60,4 @@ def test_fsdp_within_targets(rows):
     assert errs[len(errs) // 2] < 0.02
     for r in rows:
         if r["error"] is not None:
-            limit = KNOWN.get((r["model"], r["variant"], r["world_size"]), KNOWN.get((r["model"], r["variant"]), 0.025))
-            assert abs(r["error"]) < limit, r
+            assert abs(r["error"]) < max(0.05, KNOWN.get((r["model"], r["variant"]), 0)), r
