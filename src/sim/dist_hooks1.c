@@ -1,23 +1,24 @@
 /* Where FSDP1's post-backward hook runs when forward_prefetch=True (sim/build.h,
  * docs/distributed-truth.md): the backward event after which autograd reaches a unit's flat
- * parameter.
+ * parameter. Source lines: torch 2.15 (bench/truth/.venv2), torch/distributed/fsdp/.
  *
- * The hook (_runtime_utils.py, _post_backward_hook) is a hook of the flat parameter's
- * AccumulateGrad, which autograd runs right after SplitWithSizesBackward0, the node that
- * concatenates the unit's flat gradient. That node and the parameters' views are made when the
- * unit is unsharded in forward (FlatParamHandle._use_unsharded_flat_param ->
- * _use_unsharded_views -> _get_unflat_views_unaligned: torch.split, then .view per parameter).
- * Autograd's ready queue (engine.cpp, ReadyQueue: the highest sequence number first) runs a node
- * only when no node made after it is ready, so the split waits for the backward of every node
- * made after it in forward.
+ * The hook (_runtime_utils.py:1464-1467, _register_post_backward_hook) is a hook of the flat
+ * parameter's AccumulateGrad, which autograd runs right after SplitWithSizesBackward0, the node
+ * that concatenates the unit's flat gradient: AccumulateGrad's sequence number is UINT64_MAX
+ * (torch/csrc/autograd/node.h, NOTE [ Sequence Number]). That split and the parameters' views are
+ * made when the unit is unsharded in forward (_flat_param.py:1520-1521, _use_unsharded_flat_param
+ * -> _use_unsharded_views; :1920, torch.split). Autograd's ready queue runs the highest sequence
+ * number first (engine.h, ReadyQueue::CompareNodeTaskTime), so the split waits for the backward of
+ * every node made after it in forward.
  *
  * Without forward_prefetch a unit is unsharded in its own pre-forward: its hook follows its own
- * nodes' backward (dist.c). With it, _pre_forward_unshard's _prefetch_handle(FORWARD) unshards the
- * next unit in the pre-forward order right after the current one, before the current unit's
- * forward runs, so the next unit's views are older than the current unit's nodes: its hook waits
- * for the current unit's backward too (and, for the unit the root prefetches, for the root's
- * early nodes: the end of backward). Measured: ResNet-18's layer4.1 concatenates its flat
- * gradient after layer4.0's backward, GPT-2's h.0 after the embeddings'. */
+ * nodes' backward (dist.c). With it, _pre_forward_unshard (_runtime_utils.py:434) calls
+ * _prefetch_handle(FORWARD), which unshards the next unit of the pre-forward order right after
+ * the current one, before the current unit's forward runs: the next unit's views are older than
+ * the current unit's nodes, and its hook waits for the current unit's backward too (for the unit
+ * the root prefetches, for the root's first nodes: the end of backward). Measured
+ * (docs/distributed-truth.md): ResNet-18's layer4.1 concatenates its flat gradient after
+ * layer4.0's backward, GPT-2's h.0 after the embeddings'. */
 #include <stdlib.h>
 
 #include "sim/build.h"
