@@ -9,8 +9,10 @@ DDP, FSDP2 and FSDP1 (--fsdp-version 1) cases are estimated; DDP's lazy_bucket_a
 not modelled and is listed as such. Units: ResNet-18's BasicBlocks (layer*.*), GPT-2's blocks
 (transformer.h.*), as dist_truth.py wraps them: FSDP2's by path, FSDP1's by class
 (--fsdp-wrap-class, as ModuleWrapPolicy). Reads results/cpu-torch2-dist.json and, where they
-exist, cpu-torch2-dist-fsdp.json (FSDP's options) and cpu-torch2-dist-race.json (12 steps x 3
-runs of the cases gloo's race moves)."""
+exist, cpu-torch2-dist-fsdp.json (FSDP's options), cpu-torch2-dist-race.json and
+cpu-torch2-dist-accum-race.json (12 steps x 3 runs of the cases gloo's races move). A case's
+runs are pooled: its figure is the worst measured step of any rank in any run ('steps' counts
+the measured steps of each rank over all runs)."""
 import argparse
 import json
 import os
@@ -24,7 +26,7 @@ RESULTS = os.path.join(ROOT, "bench", "truth", "results", "cpu-torch2-dist.json"
 # the membudget args carry --grad-accumulation) are measured into files of their own
 MORE_RESULTS = [os.path.join(ROOT, "bench", "truth", "results", f)
                 for f in ("cpu-torch2-dist-fsdp.json", "cpu-torch2-dist-race.json",
-                          "cpu-torch2-dist-accum.json")]
+                          "cpu-torch2-dist-accum.json", "cpu-torch2-dist-accum-race.json")]
 UNITS = {"zoo/resnet18": "layer*.*", "hf/gpt2": "transformer.h.*"}
 # FSDP1's cases wrap by class (ModuleWrapPolicy), FSDP2's call fully_shard on each block
 CLASSES = {"zoo/resnet18": "BasicBlock", "hf/gpt2": "GPT2Block"}
@@ -83,23 +85,44 @@ def flags(case):
     return None
 
 
+def pool_runs(cases):
+    """Every run of one case (the main four-step run, dist_truth.py --repeats and --steps re-runs:
+    the same case but for 'repeat' and 'measured_steps') as one case whose ranks are every run's:
+    a race between gloo's threads moves a step's peak from run to run
+    (docs/distributed-truth.md), and the target is the worst measured step of the case."""
+    out, at = [], {}
+    for c in cases:
+        k = json.dumps({x: v for x, v in c.items()
+                        if x not in ("repeat", "measured_steps", "ranks", "seconds", "truth")}, sort_keys=True)
+        steps = c.get("measured_steps", 4)
+        if k in at:
+            p = out[at[k]]
+            p["runs"] += 1
+            p["measured_steps"] += steps
+            p["ranks"] = p["ranks"] + c["ranks"]
+        else:
+            at[k] = len(out)
+            out.append(dict(c, runs=1, measured_steps=steps))
+    return out
+
+
 def compare(cli, cases):
     rows = []
-    for c in cases:
+    for c in pool_runs(cases):
         f = flags(c)
         # the worst measured step of any rank (gloo's threads race for the last reference to
         # a reduce-scatter clone: docs/distributed-truth.md)
         if any("error" in r for r in c["ranks"]):  # PyTorch itself failed: recorded, not compared
             err = next(r["error"] for r in c["ranks"] if "error" in r).strip().splitlines()[-1]
             rows.append({"model": c["model"], "variant": c["variant"], "world_size": c["world_size"],
-                         "steps": c.get("measured_steps", 4), "repeat": c.get("repeat", 1),
+                         "steps": c.get("measured_steps", 4), "runs": c.get("runs", 1),
                          "optimizer": c["optimizer"], "measured_peak": None, "estimated_peak": None,
                          "error": None, "truth_failed": err})
             continue
         measured = max(max(r.get("ranges", {}).get("peak", [r["peak"]])) for r in c["ranks"])
         variant = c["variant"] + ("-accum%d" % c["accumulation"] if c.get("accumulation", 1) > 1 else "")
         row = {"model": c["model"], "variant": variant, "world_size": c["world_size"],
-               "steps": c.get("measured_steps", 4), "repeat": c.get("repeat", 1),
+               "steps": c.get("measured_steps", 4), "runs": c.get("runs", 1),
                "optimizer": c["optimizer"], "measured_peak": measured, "estimated_peak": None, "error": None}
         if f is not None:
             args = [os.path.join(ROOT, a) if a.endswith(".onnx") else a for a in c["membudget_args"]]
@@ -132,7 +155,7 @@ def main():
             continue
         est = "%.1f" % (r["estimated_peak"] / 2**20) if r["estimated_peak"] else "refused" if r.get("failed") else "not modelled"
         err = "%+.2f%%" % (100 * r["error"]) if r["error"] is not None else ""
-        steps = "%d" % r["steps"] if r["repeat"] == 1 and r["steps"] == 4 else "%dx run%d" % (r["steps"], r["repeat"])
+        steps = "%d" % r["steps"] if r["runs"] == 1 else "%d/%d runs" % (r["steps"], r["runs"])
         print(f"{r['model']:14s} {r['variant']:24s} {r['world_size']:2d} {r['optimizer']:12s} {steps:>8s} "
               f"{r['measured_peak'] / 2**20:12.1f} {est:>12s} {err:>8s}")
     errs = sorted(abs(r["error"]) for r in rows if r["error"] is not None)

@@ -48,6 +48,7 @@ thread). The membudget flags of a single-process estimate of the same model and 
 are stored with each case.
 """
 import argparse
+import bisect
 import collections
 import gc
 import json
@@ -596,6 +597,7 @@ def analyse(events, stream, resident, rank, sizes):
     p, cur, phase, stack, inside = 0, prof_on, None, [], 0
     unmatched_free = []  # counter frees the profiler did not report (profiler state lost)
     names = []           # the open record_function / op names
+    ctx_at = {}          # counter index of a main-thread allocation or free -> its context
     foreign_pops = 0
 
     def context():
@@ -619,6 +621,7 @@ def analyse(events, stream, resident, rank, sizes):
                 raise RuntimeError("rank %d: profiler event beyond the counter's" % rank)
             cur = pos[p]
             p += 1
+            ctx_at[cur] = context()
             if b > 0 and cur in block_at:
                 blocks[block_at[cur]][5] = context()
             elif b < 0 and cur in free_at:
@@ -665,6 +668,13 @@ def analyse(events, stream, resident, rank, sizes):
                 if sh == h:
                     break
 
+    # a block another thread freed: where the main thread was (the contexts of its last event
+    # before the free and its first after), e.g. which collective's worker dropped it when
+    main_idx = sorted(ctx_at)
+    for blk in blocks:
+        if blk[3] is not None and blk[4] is False:
+            k = bisect.bisect_left(main_idx, blk[3])
+            blk.append([ctx_at[main_idx[k - 1]] if k else None, ctx_at[main_idx[k]] if k < len(main_idx) else None])
     total = [e[3] for e in events]
     out = {"steps": {}, "profiler_unreported_frees": len(unmatched_free), "profiler_foreign_pops": foreign_pops,
            "before_logging": total[idx_of["logging"]]}
@@ -760,6 +770,7 @@ def step_figures(tag, events, idx_of, total, samples, blocks, labels_, sizes, st
         "alloc_thread": "main" if blk[2] else "other",
         "free": phase_of(blk[3], idx_of, tag) if blk[3] is not None and blk[3] <= e else "after step",
         "free_ctx": blk[6], "free_thread": None if blk[3] is None else "main" if blk[4] else "other",
+        **({"free_between_main": blk[7]} if len(blk) > 7 else {}),
     } for blk in big]
     other = [blk for blk in step_blocks if not blk[2]]
     cross = [blk for blk in blocks if blk[2] and blk[3] is not None and s < blk[3] < e and blk[4] is False]
@@ -921,6 +932,27 @@ PARTS = (
 )
 
 
+def distribution(path):
+    """Markdown: per case (its repeats together), the op-boundary peaks its rank-steps measured
+    and how often (gloo's races move them: docs/distributed-truth.md)."""
+    groups = collections.OrderedDict()
+    for c in json.load(open(path))["cases"]:
+        k = (c["model"], c["variant"], c["world_size"], c["optimizer"], c.get("accumulation", 1))
+        g = groups.setdefault(k, {"runs": 0, "peaks": collections.Counter()})
+        g["runs"] += 1
+        for r in c["ranks"]:
+            g["peaks"].update(s["peak"] for s in r["steps"].values())
+    lines = ["| model | wrapper | N | micro-steps | runs | rank-steps | op-boundary peak (bytes) | MiB | how often |",
+             "|---|---|---|---|---|---|---:|---:|---:|"]
+    for (m, v, n, opt, acc), g in groups.items():
+        total = sum(g["peaks"].values())
+        for i, (peak, cnt) in enumerate(sorted(g["peaks"].items())):
+            head = (m, v, n, acc, g["runs"], total) if i == 0 else ("",) * 6
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %.1f | %d (%.0f%%) |"
+                         % (head + ("{:,}".format(peak), peak / 2**20, cnt, 100.0 * cnt / total)))
+    return "\n".join(lines)
+
+
 def parts(rows):
     """{part: bytes} of a breakdown (PARTS names each row's part)."""
     out = collections.Counter()
@@ -989,8 +1021,14 @@ def main():
     ap.add_argument("--parts", nargs=2, metavar=("MODEL", "WORLD"),
                     help="print the parts of rank 0's op-boundary peak for every wrapper at this world size "
                          "beside the baseline (MB), from --out, and stop (--optimizers picks the optimizer)")
+    ap.add_argument("--distribution", action="store_true",
+                    help="print, per case of --out (repeats together), how many rank-steps measured each "
+                         "op-boundary peak (MiB), and stop")
     a = ap.parse_args()
     a.out = a.out or (ACCUM_OUT if a.accumulation else OUT)
+    if a.distribution:
+        print(distribution(a.out))
+        return
     if a.table:
         print(table(a.out))
         return

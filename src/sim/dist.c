@@ -589,6 +589,24 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
   int64_t *bgather = mb_arena_array(&b->a, (size_t)u.n + 1, sizeof(int64_t)); /* where backward gathers */
   int32_t n_bgather = 0;
   if (!bgather) return nomem(b);
+  /* FSDP2 on the CPU: a backward all-gather output gloo's worker may still hold at its copy-out.
+   * dist.all_gather_single(async_op=False) waits and drops the caller's Work handle
+   * (distributed_c10d.py), FSDP2 drops its last reference right after the copy-out
+   * (wait_for_unshard: `self._all_gather_result = None`); but gloo's _allgather_base hands the
+   * worker at::chunk views of the output and AllGather's input (all_gather_copy_in's narrow of the
+   * same output) in AsyncAllgatherWork::outputs/inputs, and ProcessGroupGloo::runLoop drops its
+   * `work` only when its iteration ends (after execute, FlightRecorder::retire_id, lock.lock()).
+   * When the worker is that late, gloo's worker thread frees the output (measured,
+   * docs/distributed-truth.md "A race on CPU"): in every late case right after the caller has
+   * queued the next all-gather (its enqueue's temporary), before the worker's own temporary of
+   * it. The budget takes that side where nothing else waits on gloo in between: the output is
+   * freed after the next backward all-gather's temporary (at once when none follows), unless a
+   * reduce-scatter lies between the all-gather and its copy-out (the caller then waits on gloo's
+   * workers; the late side was never measured there). In practice: the unit the root's
+   * pre_backward prefetches. */
+  bool late_side = o->fsdp_version != 1 && !zero3 && b->step->cpu && o->world_size > 1;
+  int32_t late = -1;
+  int64_t late_at = 0;
   /* backward, in its order: each resharded unit gathered again when the unit before it starts
    * its backward (the prefetch), right after that unit's own gather */
   for (int32_t i = 0; i < n_order && rc == MB_OK && reshard; i++) {
@@ -622,15 +640,23 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
       if (!i && order[0] != 0 && bfirst[0] >= 0 && bfirst[0] < bfirst[k]) pos = 2 * (int64_t)bfirst[0];
       copy = 2 * (int64_t)bfirst[k];
     }
-    int32_t again = gather(b, &w, pos, copy, MB_PHASE_BACKWARD, &u, k, "FSDP unsharded parameters (backward)", NULL);
-    if (again < 0) {
+    bool rs_between = false; /* a reduce-scatter (post_backward of a unit with gradients) between gather and copy-out */
+    for (int32_t j = 1; j < u.n && late_side && !rs_between; j++)
+      rs_between = u.grad_shard[j] && blast[j] >= 0 && pos < 2 * (int64_t)blast[j] + 1 && 2 * (int64_t)blast[j] + 1 < copy;
+    int32_t out = -1;
+    int32_t again = gather(b, &w, pos, copy, MB_PHASE_BACKWARD, &u, k, "FSDP unsharded parameters (backward)",
+                           late_side && !rs_between ? &out : NULL);
+    if (again < 0 || (late >= 0 && add(b, &w, pos, 0, MB_PHASE_BACKWARD, late))) {
       rc = nomem(b);
       break;
     }
+    late = out;
+    late_at = copy;
     bgather[n_bgather++] = copy;
     if (hooks1 && u.grad_shard[k]) post_free[k] = again;
     else rc = add(b, &w, 2 * (int64_t)blast[k] + 1, 0, MB_PHASE_BACKWARD, again);
   }
+  if (rc == MB_OK && late >= 0) rc = add(b, &w, late_at, 0, MB_PHASE_BACKWARD, late); /* no gather follows */
   /* reduce-scatter after each unit's backward (the root's when backward ends): the gradients
    * copied into one input, freed, the sharded .grad allocated */
   int32_t *grad_at = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));

@@ -1,6 +1,6 @@
 """FSDP's wrapping by module class and FSDP1's prefetch options (--fsdp-wrap-class,
 --fsdp-backward-prefetch, --fsdp-forward-prefetch, --fsdp-limit-all-gathers), FSDP2's backward
-prefetch and gloo's reduce-scatter clone on the CPU, and the for-loop optimizer step's bound
+prefetch, gloo's reduce-scatter clone and late all-gather output on the CPU, and the for-loop optimizer step's bound
 result over FSDP1's FlatParameters, derived by hand on a two-block MLP whose nodes carry the
 dynamo exporter's module metadata (pkg.torch.onnx.name_scopes, class_hierarchy)."""
 import json
@@ -209,6 +209,26 @@ def test_gloo_reduce_scatter_clone_lives_to_the_next_copy_out(cli, blocks):
     copy0 = at(t, "alloc", "FSDP unsharded parameters (backward)", U0)
     assert at(t, "alloc", "gloo reduce-scatter clone", 144) < copy0 < at(t, "free", "gloo reduce-scatter clone", 144)
     assert not [e for e in events(cli, blocks, "--fsdp-wrap-class", "Block") if e[2] == "gloo reduce-scatter clone"]
+
+
+def test_gloo_late_all_gather_output_without_a_reduce_scatter_between(cli, blocks):
+    """--backend cpu: blocks.1 is gathered in its own pre_backward (the root has no parameters to
+    prefetch it), nothing waits on gloo before its copy-out, and gloo's worker may still hold its
+    all-gather output (2 x 72 = 144 bytes) then: the budget frees it after blocks.0's all-gather
+    and its gloo temporary (2 x 80 = 160 bytes each). blocks.0's own output has blocks.1's
+    reduce-scatter between its all-gather and its copy-out and goes at the copy-out. CUDA: each
+    output goes right after its copy-out."""
+    t = events(cli, blocks, "--fsdp-wrap-class", "Block", "--backend", "cpu")
+    copy1 = at(t, "alloc", "FSDP unsharded parameters (backward)", U1)
+    out0 = at(t, "alloc", "FSDP all-gather output", 160, "backward")
+    tmp0 = at(t, "alloc", "gloo all-gather temporary", 160, "backward")
+    free1 = at(t, "free", "FSDP all-gather output", 144, "backward")
+    assert copy1 < out0 < tmp0 < free1
+    copy0 = at(t, "alloc", "FSDP unsharded parameters (backward)", U0)
+    assert at(t, "alloc", "FSDP sharded gradients", 4 * (2 * 8 + 2)) < copy0 < at(t, "free", "FSDP all-gather output", 160, "backward")
+    assert at(t, "free", "FSDP all-gather output", 160, "backward") < at(t, "alloc", "FSDP reduce-scatter input", 160)
+    g = events(cli, blocks, "--fsdp-wrap-class", "Block")
+    assert at(g, "free", "FSDP all-gather output", 144, "backward") < at(g, "alloc", "FSDP all-gather output", 160, "backward")
 
 
 def test_fsdp2_reduce_scatter_input_goes_before_the_next(cli, blocks):
