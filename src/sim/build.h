@@ -118,6 +118,11 @@ void mb_dist_wrapset_free(mb_wrapset *ws);
  * most cap; returns how many (0 without FSDP1): a for-loop optimizer step's temporaries are per
  * FlatParameter */
 size_t mb_dist_flat_units(const mb_builder *b, uint64_t *numel, size_t cap);
+/* dist_hooks1.c: FSDP1 with forward_prefetch: for each unit the previous one in forward order
+ * (forder, n_fwd; fkey: its first forward event) prefetches, the backward event after which its
+ * post-backward hook runs (blast: each unit's last backward event); -1 for the other units */
+int mb_dist_fsdp1_prefetched_hooks(const mb_builder *b, const int32_t *forder, int32_t n_fwd, const int32_t *fkey,
+                                   const int32_t *blast, int32_t *hook, int32_t n_units);
 /* dist_mp.c: FSDP mixed precision. The error for what is not modelled (MB_OK otherwise); the
  * dtype gradients are reduce-scattered in (computed: autograd's); bytes of one dtype in another. */
 int mb_dist_fsdp_mp_refused(const mb_builder *b);

@@ -553,6 +553,13 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
   int32_t *post_gather = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));
   if (!post_free || !post_gather) return nomem(b);
   for (int32_t k = 0; k < u.n; k++) post_free[k] = post_gather[k] = -1;
+  /* forward_prefetch moves the hook of each prefetched unit after the prefetching unit's
+   * backward (dist_hooks1.c); -1: after the unit's own */
+  int32_t *hook1 = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));
+  if (!hook1) return nomem(b);
+  for (int32_t k = 0; k < u.n; k++) hook1[k] = -1;
+  if (hooks1 && o->forward_prefetch && (rc = mb_dist_fsdp1_prefetched_hooks(b, forder, n_fwd, fkey, blast, hook1, u.n)))
+    return rc;
   for (int32_t i = 0; i < n_fwd && rc == MB_OK; i++) {
     int32_t k = forder[i], out = -1;
     int64_t at = 2 * (int64_t)fkey[k];
@@ -609,12 +616,15 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
     /* FSDP1's BackwardPrefetch (_get_handle_to_prefetch): BACKWARD_PRE gathers the next unit in
      * the current one's pre-backward hook, the root's (never resharded) included; BACKWARD_POST
      * after the current one's post-backward reshard, before its reduce-scatter; None in the
-     * unit's own pre-backward */
+     * unit's own pre-backward. A post-backward hook that forward_prefetch moves after this unit's
+     * pre-backward prefetches nothing (that _pre_backward_hook gathered the unit and cleared
+     * _needs_pre_backward_unshard): gathered in its own pre-backward */
     if (hooks1) {
       if (o->backward_prefetch == MB_PREFETCH_NONE) pos = 2 * (int64_t)bfirst[k];
       else if (o->backward_prefetch == MB_PREFETCH_PRE && !i && order[0] != 0 && bfirst[0] >= 0 && bfirst[0] < bfirst[k])
         pos = 2 * (int64_t)bfirst[0];
-      else if (o->backward_prefetch == MB_PREFETCH_POST && i && u.grad_shard[order[i - 1]]) {
+      else if (o->backward_prefetch == MB_PREFETCH_POST && i && u.grad_shard[order[i - 1]] &&
+               (hook1[order[i - 1]] < 0 || hook1[order[i - 1]] < bfirst[k])) {
         post_gather[order[i - 1]] = k; /* in the previous unit's post-backward hook (reduce loop) */
         continue;
       } else if (o->backward_prefetch == MB_PREFETCH_POST) {
@@ -658,8 +668,16 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
   int32_t *rorder = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t)), n_rs = 0, rs_held = -1;
   if (!rorder && rc == MB_OK) rc = nomem(b);
   for (int32_t k = 0; k < u.n && rc == MB_OK; k++)
-    grad_at[k] = !u.grad_shard[k] || zero3 ? -1 : k == 0 || blast[k] < 0 ? bwd_end : blast[k];
+    grad_at[k] = !u.grad_shard[k] || zero3 ? -1 : hook1[k] >= 0 ? hook1[k] : k == 0 || blast[k] < 0 ? bwd_end : blast[k];
   if (rc == MB_OK) n_rs = order_by(grad_at, u.n, rorder);
+  /* hooks after the same event: the unit unsharded later in forward first (its split node is
+   * the younger), the root's last */
+  for (int32_t r = 1; r < n_rs && rc == MB_OK && hooks1 && o->forward_prefetch; r++)
+    for (int32_t j = r; j > 0 && grad_at[rorder[j]] == grad_at[rorder[j - 1]] && fkey[rorder[j]] > fkey[rorder[j - 1]]; j--) {
+      int32_t t = rorder[j];
+      rorder[j] = rorder[j - 1];
+      rorder[j - 1] = t;
+    }
   for (int32_t r = 0; r < n_rs && rc == MB_OK; r++) { /* ZeRO-3: zero_grads() */
     int32_t k = rorder[r];
     int64_t pos = 2 * (int64_t)grad_at[k] + 1;

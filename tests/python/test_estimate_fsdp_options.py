@@ -139,6 +139,43 @@ def test_fsdp1_forward_prefetch(cli, blocks):
         est(cli, blocks, *args)["forward_peak"] + U1
 
 
+def test_fsdp1_forward_prefetch_moves_the_post_backward_hook(cli, blocks):
+    """With forward_prefetch blocks.1's flat parameter views (and autograd's split node that
+    concatenates its flat gradient) are made in blocks.0's pre-forward, before blocks.0's linear:
+    autograd, youngest node first, runs blocks.0's backward before that split. blocks.1's
+    post-backward hook (flat gradient, reshard, reduce-scatter) follows blocks.0's weight gradient,
+    and comes before blocks.0's own (whose split is older still). At blocks.0's weight gradient
+    blocks.1's .grad tensors (108 bytes) and unsharded flat parameter (108) are still alive and its
+    sharded gradient (14 elements a rank: 56 bytes) not yet made: 160 bytes more than without."""
+    args = ["--fsdp-version", "1", "--fsdp-wrap-class", "Block"]
+    off = events(cli, blocks, *args)
+    on = events(cli, blocks, *args, "--fsdp-forward-prefetch", "1")
+    grad0 = ("alloc", "blocks.0.fc.weight", 4 * 8 * 4)
+    assert at(off, "alloc", "FSDP sharded gradients", 56) < at(off, *grad0, "backward")
+    assert at(on, *grad0, "backward") < at(on, "free", "FSDP unsharded parameters (backward)", U1) < \
+        at(on, "alloc", "FSDP sharded gradients", 56) < at(on, "alloc", "FSDP sharded gradients", 80)
+
+    def live(trace_args):
+        p = run(cli, "estimate", blocks, *FSDP, "--optimizer", "sgd", *args, *trace_args, "--json", "--trace")
+        t = json.loads(p.stdout)["trace"]
+        return next(e["live"] for e in t if e["phase"] == "backward" and e["event"] == "alloc" and
+                    e["tensor"] == grad0[1])
+
+    assert live(["--fsdp-forward-prefetch", "1"]) - live([]) == U1 + U1 - 56
+
+
+def test_fsdp1_forward_prefetch_with_backward_post(cli, blocks):
+    """BACKWARD_POST would gather blocks.0 in blocks.1's post-backward hook; with forward_prefetch
+    that hook runs after blocks.0's backward, whose own pre-backward hook has gathered it already
+    (and cleared _needs_pre_backward_unshard, so the hook prefetches nothing): one backward gather
+    of blocks.0, before blocks.1 is resharded."""
+    args = ["--fsdp-version", "1", "--fsdp-wrap-class", "Block", "--fsdp-backward-prefetch", "post"]
+    t = events(cli, blocks, *args, "--fsdp-forward-prefetch", "1")
+    gathered = "FSDP unsharded parameters (backward)"
+    assert len([e for e in t if e[1] == "alloc" and e[2] == gathered and e[3] == U0]) == 1
+    assert at(t, "alloc", gathered, U0) < at(t, "free", gathered, U1)
+
+
 def test_fsdp1_limit_all_gathers_leaves_allocated_memory(cli, blocks):
     """The rate limiter only delays the CPU thread; what is allocated does not change."""
     args = ["--fsdp-version", "1", "--fsdp-wrap-class", "Block"]
