@@ -466,7 +466,9 @@ static void merge_origin(mb_origin *to, const mb_origin *from) {
  * nodes one FX node became are consecutive and share all four, and the 80 layers of a 70B
  * decoder repeat each layer's few dozen stacks and class lists 80 times. Reading them afresh was
  * most of its load. `hashed`: every text read is kept (few distinct); otherwise only the last
- * one is compared (one per FX node). Texts holding a NUL are read each time. */
+ * one is compared (one per FX node). Texts holding a NUL are read each time. The wire pass's
+ * repeat markers (wire.h, mb_wire_repeat_keys) name keys of this table: one it lacked would be
+ * dropped, so keep the two lists together (test_metadata_repeats.py compares the answers). */
 static const struct {
   const char *key;
   bool hashed, fx_if_unset; /* fx_if_unset: sets fx only when the node has none (parse_entry) */

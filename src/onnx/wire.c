@@ -303,6 +303,8 @@ static int source_equals(walker *w, uint64_t off, const char *prev, size_t n, bo
 static int node_metadata(walker *w, uint64_t field_start, uint64_t value, uint64_t len,
                          bool *handled) {
   *handled = false;
+  if (len < 4) return MB_OK; /* a key field and a value field take 4 bytes at least (and the
+                              * reader is never asked for the byte past the end) */
   size_t avail;
   const uint8_t *h = mb_reader_at(w->r, value, MB_READER_MAX_PEEK, &avail);
   if (!h) return w->d->status;
