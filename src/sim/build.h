@@ -72,6 +72,16 @@ typedef struct mb_builder {
   int32_t n_segments;
 } mb_builder;
 
+/* The slot of the trained model's value v when it is a parameter or an embedding of fixed size
+ * (what the strategies shard, gather and reduce), else -1. */
+static inline int32_t mb_param_slot(const mb_builder *b, int32_t v) {
+  const mb_graph *g = b->ms[0].g;
+  int32_t s = g->values[v].kind == MB_VALUE_INITIALIZER ? b->ms[0].slot_of[v] : -1;
+  if (s < 0 || b->p->slots[s].rule != MB_SZ_FIXED) return -1;
+  int cat = b->p->slots[s].category;
+  return cat == MB_CAT_PARAMETER || cat == MB_CAT_EMBEDDING ? s : -1;
+}
+
 /* Storage i of the ones a node reads: its inputs (0..n_in-1), then the sources of its copies. */
 static inline int32_t mb_lnode_read(const mb_lnode *ln, int32_t i) {
   return i < ln->n_in ? ln->in_slot[i] : ln->src_slot[i - ln->n_in];

@@ -480,10 +480,8 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
   if (!u.bytes || !u.shard || !u.grad_shard) return nomem(b);
   for (int32_t v = 0; v < g->n_values; v++) {
     value_unit[v] = -1;
-    int32_t s = g->values[v].kind == MB_VALUE_INITIALIZER ? ms->slot_of[v] : -1;
-    if (s < 0 || p->slots[s].rule != MB_SZ_FIXED ||
-        (p->slots[s].category != MB_CAT_PARAMETER && p->slots[s].category != MB_CAT_EMBEDDING))
-      continue;
+    int32_t s = mb_param_slot(b, v);
+    if (s < 0) continue;
     if ((value_unit[v] = unit_of_param(b, &u, v, node_unit)) < 0) return nomem(b);
     const mb_const_tensor *ct = &g->inits[g->values[v].initializer];
     if (zero3 && (int64_t)ct->numel <= o->persistence_threshold) { /* never partitioned */

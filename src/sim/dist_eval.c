@@ -92,7 +92,6 @@ static int eval_unit_sizes(mb_builder *b, const mb_wrapset *ws, char **names, in
   bool zero3 = o->strategy == MB_STRATEGY_ZERO3 && mb_dist_shards(o) > 1;
   const mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
-  mb_plan *p = b->p;
   int32_t n = *n_units, shards = mb_dist_shards(o);
   for (int32_t k = 0; k < g->n_nodes; k++) {
     const char *scope = g->nodes[k].origin.scope, *slash = scope ? strrchr(scope, '/') : NULL;
@@ -105,10 +104,8 @@ static int eval_unit_sizes(mb_builder *b, const mb_wrapset *ws, char **names, in
   for (int32_t k = 0; k < cap; k++) u[k] = (eval_unit){0, 0, -1, -1};
   /* each sharded parameter's unit: its name's module when a glob names it, else its first reader's */
   for (int32_t v = 0; v < g->n_values; v++) {
-    int32_t s = g->values[v].kind == MB_VALUE_INITIALIZER ? ms->slot_of[v] : -1;
-    if (s < 0 || p->slots[s].rule != MB_SZ_FIXED ||
-        (p->slots[s].category != MB_CAT_PARAMETER && p->slots[s].category != MB_CAT_EMBEDDING))
-      continue;
+    int32_t s = mb_param_slot(b, v);
+    if (s < 0) continue;
     const mb_const_tensor *ct = &g->inits[g->values[v].initializer];
     if (zero3 && (int64_t)ct->numel <= o->persistence_threshold) continue; /* whole on every rank */
     int32_t unit = -1;

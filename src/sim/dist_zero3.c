@@ -255,7 +255,6 @@ static int schedule(z3 *z, const char **node_path) {
 int mb_dist_zero3_events(mb_builder *b) {
   const mb_dist_opts *o = &b->step->dist;
   if (o->strategy != MB_STRATEGY_ZERO3 || mb_dist_shards(o) <= 1) return MB_OK;
-  const mb_plan *p = b->p;
   const mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
   z3 z = {.b = b};
@@ -275,10 +274,8 @@ int mb_dist_zero3_events(mb_builder *b) {
     node_path[k] = s;
   }
   for (int32_t v = 0; v < g->n_values; v++) {
-    int32_t s = g->values[v].kind == MB_VALUE_INITIALIZER ? ms->slot_of[v] : -1;
-    if (s < 0 || p->slots[s].rule != MB_SZ_FIXED ||
-        (p->slots[s].category != MB_CAT_PARAMETER && p->slots[s].category != MB_CAT_EMBEDDING))
-      continue;
+    int32_t s = mb_param_slot(b, v);
+    if (s < 0) continue;
     const mb_const_tensor *ct = &g->inits[g->values[v].initializer];
     if ((int64_t)ct->numel <= o->persistence_threshold) continue; /* whole on every rank */
     const char *dot = ct->name ? strrchr(ct->name, '.') : NULL, *path = ct->name;

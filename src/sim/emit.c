@@ -649,10 +649,8 @@ static int emit_setup(emitter *e, loss_state *ls) {
   if (shards > 1 || fsdp_mp)
     for (int32_t v = 0; v < b->ms[0].g->n_values; v++) {
       const mb_graph *g0 = b->ms[0].g;
-      int32_t s = g0->values[v].kind == MB_VALUE_INITIALIZER ? b->ms[0].slot_of[v] : -1;
-      if (s < 0 || p->slots[s].rule != MB_SZ_FIXED ||
-          (p->slots[s].category != MB_CAT_PARAMETER && p->slots[s].category != MB_CAT_EMBEDDING))
-        continue;
+      int32_t s = mb_param_slot(b, v);
+      if (s < 0) continue;
       const mb_const_tensor *ct = &g0->inits[g0->values[v].initializer];
       if (step->dist.strategy == MB_STRATEGY_ZERO3 && (int64_t)ct->numel <= step->dist.persistence_threshold) continue;
       p->slots[s].fixed = dtype_bytes(fsdp_mp ? ct->dtype : b->ms[0].rt[v], rank_numel(step, shards, ct));
