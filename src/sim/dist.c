@@ -457,10 +457,10 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
     return mb_fail(b->d, MB_E_INVALID_ARG, "fsdp_backward_prefetch, fsdp_forward_prefetch and fsdp_limit_all_gathers are "
                                            "FullyShardedDataParallel's (fsdp_version 1); fully_shard prefetches one unit");
   int32_t shards = mb_dist_shards(o);
-  bool zero3 = o->strategy == MB_STRATEGY_ZERO3;
-  /* FSDP2 gathers into unsharded copies on one rank too; NO_SHARD and one-rank ZeRO-3 do not */
-  if (zero3 ? shards <= 1 : o->strategy != MB_STRATEGY_FSDP || o->sharding == MB_FSDP_NO_SHARD) return MB_OK;
-  if (!zero3 && o->fsdp_version == 1 && shards <= 1) return MB_OK; /* FSDP1 runs NO_SHARD on one rank */
+  /* FSDP2 gathers into unsharded copies on one rank too; NO_SHARD does not. ZeRO reaches here
+   * only on one rank (mb_dist_events; several: dist_zero3.c), where nothing is partitioned. */
+  if (o->strategy != MB_STRATEGY_FSDP || o->sharding == MB_FSDP_NO_SHARD) return MB_OK;
+  if (o->fsdp_version == 1 && shards <= 1) return MB_OK; /* FSDP1 runs NO_SHARD on one rank */
   mb_plan *p = b->p;
   mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
@@ -484,10 +484,6 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
     if (s < 0) continue;
     if ((value_unit[v] = unit_of_param(b, &u, v, node_unit)) < 0) return nomem(b);
     const mb_const_tensor *ct = &g->inits[g->values[v].initializer];
-    if (zero3 && (int64_t)ct->numel <= o->persistence_threshold) { /* never partitioned */
-      value_unit[v] = -1;
-      continue;
-    }
     uint64_t full = 0, part = 0;
     mb_dtype_bytes(ms->rt[v], (uint64_t)ct->numel, &full);
     mb_dtype_bytes(ms->rt[v], (uint64_t)mb_dist_shard_numel(o, shards, ct->dims, ct->rank, ct->numel), &part);
@@ -546,7 +542,7 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
    * unit's flat gradient: it reshards (frees the unsharded flat parameter), prefetches the next
    * unit under BACKWARD_POST, then reduce-scatters; the reduce loop below emits those frees and
    * gathers in that order */
-  bool hooks1 = o->fsdp_version == 1 && !zero3;
+  bool hooks1 = o->fsdp_version == 1;
   int32_t *post_free = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));
   int32_t *post_gather = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));
   if (!post_free || !post_gather) return nomem(b);
@@ -565,7 +561,7 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
      * current one's unshard (_runtime_utils.py, _pre_forward_unshard) */
     if (o->fsdp_version == 1 && o->forward_prefetch && i > 0) at = 2 * (int64_t)fkey[forder[i - 1]];
     int32_t full = gather(b, &w, at, at, MB_PHASE_FORWARD, &u, k, k ? "FSDP unsharded parameters" : "FSDP unsharded parameters (root)",
-                          zero3 ? NULL : &out);
+                          &out);
     if (full < 0) {
       rc = nomem(b);
       break;
@@ -602,7 +598,7 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
    * reduce-scatter lies between the all-gather and its copy-out (the caller then waits on gloo's
    * workers; the late side was never measured there). In practice: the unit the root's
    * pre_backward prefetches. */
-  bool late_side = o->fsdp_version != 1 && !zero3 && b->step->cpu && o->world_size > 1;
+  bool late_side = o->fsdp_version != 1 && b->step->cpu && o->world_size > 1;
   int32_t late = -1;
   int64_t late_at = 0;
   /* backward, in its order: each resharded unit gathered again when the unit before it starts
@@ -634,7 +630,7 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
      * all-gather into its output, the copy-out into the unsharded parameters (and the output's
      * free) waits for the unit's own pre_backward (wait_for_unshard) */
     int64_t copy = pos;
-    if (o->fsdp_version != 1 && !zero3) {
+    if (o->fsdp_version != 1) {
       if (!i && order[0] != 0 && bfirst[0] >= 0 && bfirst[0] < bfirst[k]) pos = 2 * (int64_t)bfirst[0];
       copy = 2 * (int64_t)bfirst[k];
     }
@@ -666,7 +662,7 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
   int32_t *rorder = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t)), n_rs = 0, rs_held = -1;
   if (!rorder && rc == MB_OK) rc = nomem(b);
   for (int32_t k = 0; k < u.n && rc == MB_OK; k++)
-    grad_at[k] = !u.grad_shard[k] || zero3 ? -1 : hook1[k] >= 0 ? hook1[k] : k == 0 || blast[k] < 0 ? bwd_end : blast[k];
+    grad_at[k] = !u.grad_shard[k] ? -1 : hook1[k] >= 0 ? hook1[k] : k == 0 || blast[k] < 0 ? bwd_end : blast[k];
   if (rc == MB_OK) n_rs = order_by(grad_at, u.n, rorder);
   /* hooks after the same event: the unit unsharded later in forward first (its split node is
    * the younger), the root's last */
@@ -676,7 +672,7 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
       rorder[j] = rorder[j - 1];
       rorder[j - 1] = t;
     }
-  for (int32_t r = 0; r < n_rs && rc == MB_OK; r++) { /* ZeRO-3: zero_grads() */
+  for (int32_t r = 0; r < n_rs && rc == MB_OK; r++) {
     int32_t k = rorder[r];
     int64_t pos = 2 * (int64_t)grad_at[k] + 1;
     /* the previous unit's input goes first: post_backward's "FSDP::post_backward_rs_wait" pops
