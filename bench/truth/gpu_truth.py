@@ -31,7 +31,8 @@ after cuBLAS (fp32 and bf16 matmuls), after cuDNN (a convolution), after a train
 lazy and with eager module loading, and the bare context through cudart alone (no PyTorch).
 
 `max-batch` finds the largest batch that trains (two real steps) by bisection in one process
-(empty_cache between tries), then confirms the answer and the next batch in fresh processes.
+(empty_cache between tries), then walks from its answer in fresh processes (up while the next
+batch trains, down while the answer does not): `largest` is what a fresh process trains.
 """
 import argparse
 import concurrent.futures
@@ -336,7 +337,7 @@ m = torchvision.models.resnet18().cuda(); opt = torch.optim.AdamW(m.parameters()
 for _ in range(2):
     opt.zero_grad(); m(torch.randn(8, 3, 224, 224, device="cuda")).sum().backward(); opt.step()
 at("resnet18_train")
-with torch.autocast(DEVICE, dtype=torch.bfloat16):
+with torch.autocast("cuda", dtype=torch.bfloat16):
     m(torch.randn(8, 3, 224, 224, device="cuda")).sum().backward()
 at("resnet18_amp")
 q = torch.randn(4, 8, 256, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -453,21 +454,48 @@ def bisect_batch(c, hint, deadline):
     return {"batch": lo, "tries": tries, "complete": hi is not None and hi - lo == 1}
 
 
-def max_batch(c, hint, deadline):
-    """bisect_batch in a process of its own, then the answer and the next batch confirmed, each
-    in a fresh process (as a user's run would start)."""
-    p = subprocess.run([sys.executable, __file__, "bisect", json.dumps(c), "--hint", str(hint),
-                        "--deadline-at", str(deadline)], capture_output=True, text=True)
-    if p.returncode != 0:
-        return {"batch": None, "tries": [], "error": p.stderr[-2000:]}
-    r = json.loads(p.stdout.strip().splitlines()[-1])
+def max_batch(c, hint, deadline, walk=8, bisect=True):
+    """bisect_batch in a process of its own, then the answer walked in fresh processes (as a
+    user's run starts: a search in one process leaves cached, split segments behind and can
+    stop low): up while the next batch trains, or down while the answer does not, at most walk
+    steps. `largest` is the largest batch that trained in a fresh process."""
+    if bisect:
+        p = subprocess.run([sys.executable, __file__, "bisect", json.dumps(c), "--hint", str(hint),
+                            "--deadline-at", str(deadline)], capture_output=True, text=True)
+        if p.returncode != 0:
+            return {"batch": None, "tries": [], "error": p.stderr[-2000:]}
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+    else:  # --walk-only: the hint is an earlier run's answer
+        r = {"batch": hint, "tries": [], "complete": None}
     r["fresh_process"] = {}
-    for b in (r["batch"], r["batch"] + 1):
+
+    def fresh(b):
         try:
             ok, t = _fits_fresh(dict(c, batch=b))
             r["fresh_process"][str(b)] = {"fits": ok, "truth": t}
+            return ok
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             r["fresh_process"][str(b)] = {"error": str(e)[-2000:]}
+            return None
+
+    b, largest = r["batch"], None
+    if fresh(b):
+        largest = b
+        for _ in range(walk):
+            if time.time() > deadline or not fresh(b + 1):
+                break
+            b += 1
+            largest = b
+    else:
+        for _ in range(walk):
+            b -= 1
+            if b < 1 or time.time() > deadline:
+                break
+            if fresh(b):
+                largest = b
+                break
+    r["largest"] = largest
+    r["largest_complete"] = largest is not None and r["fresh_process"].get(str(largest + 1), {}).get("fits") is False
     return r
 
 
@@ -550,8 +578,10 @@ def main():
     ap.add_argument("--suites", nargs="*", default=["zoo", "hf", "graph"])
     ap.add_argument("--models", nargs="*")
     ap.add_argument("--workers", type=int, default=6)
+    ap.add_argument("--walk", type=int, default=8, help="max-batch: fresh-process steps from the bisection's answer")
+    ap.add_argument("--walk-only", action="store_true", help="max-batch: no bisection, walk from the hints")
     ap.add_argument("--deadline-s", type=float, default=540)
-    ap.add_argument("--max-batch", default="resnet50:877,vit_b_16:592,gpt2_small_like:369",
+    ap.add_argument("--max-batch", default="resnet50:960,vit_b_16:635,gpt2_small_like:364",
                     help="model:hint pairs (fp32 AdamW); the search starts at the hint (membudget's answer at utilization 1)")
     a = ap.parse_args()
     # the workers: each touches the GPU in a process of its own
@@ -603,10 +633,12 @@ def largest_batches(a, deadline, log):
             res[name] = {"skipped": "deadline"}
             continue
         t0 = time.time()
-        res[name] = max_batch(dict(zoo.case(name, "adamw", 1), suite="zoo", precision="fp32"), int(hint), deadline)
+        res[name] = max_batch(dict(zoo.case(name, "adamw", 1), suite="zoo", precision="fp32"), int(hint), deadline,
+                              walk=a.walk, bisect=not a.walk_only)
         res[name]["seconds"] = round(time.time() - t0, 1)
-        log("max batch %s: %s (%s tries, %.0fs)" % (name, res[name]["batch"], len(res[name]["tries"]),
-                                                    res[name]["seconds"]))
+        log("max batch %s: %s in one process (%s tries), %s in fresh processes (%s), %.0fs" % (
+            name, res[name]["batch"], len(res[name]["tries"]), res[name].get("largest"),
+            "next fails" if res[name].get("largest_complete") else "walk incomplete", res[name]["seconds"]))
         write(path, {"generator": "bench/truth/gpu_truth.py max-batch", "models": res})
 
 
