@@ -70,9 +70,12 @@ static bool dropout_inference(const mb_graph *g, const mb_node *n) {
   return known_value(g, n->inputs[2], &train) && train == 0;
 }
 
-/* TorchScript writes an eval-mode nn.Dropout as Identity in the dropout module's scope. */
+/* TorchScript writes an eval-mode nn.Dropout as Identity in the dropout module's scope. The
+ * dynamo exporter (whose nodes name their aten op) writes no node at all for one; its Identity
+ * in a dropout module is a training Dropout(p=0)'s clone (torch 2.11 exports torchvision's
+ * ViT-B/16, whose dropouts are 0.0, so: seen on the GPU machine). */
 static bool dropout_removed(const mb_node *n) {
-  if (!is(n, "Identity") || !n->origin.scope) return false;
+  if (!is(n, "Identity") || !n->origin.scope || n->origin.aten) return false;
   const char *end = strrchr(n->origin.scope, '/'), *start = end;
   while (start > n->origin.scope && start[-1] != '/') start--;
   for (const char *p = start; p + 4 <= end; p++)

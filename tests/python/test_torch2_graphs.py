@@ -229,6 +229,22 @@ def test_dropout_removed_by_an_eval_torchscript_export(cli, tmp_path):
     assert p.returncode == 1 and "Dropout removed" in p.stderr and "/drop/Identity" in p.stderr
 
 
+def test_dynamo_clone_in_a_dropout_module_is_a_training_graph(cli, tmp_path):
+    """A training nn.Dropout(p=0.0) (torchvision's ViT-B/16 has twelve) is a clone in torch
+    2.11's dynamo export: an Identity in the dropout module naming aten.clone. An eval-mode
+    Dropout leaves no node in a dynamo export, so this is no sign of an inference graph."""
+    x = tensor("x", "batch", 8)
+    ident = with_metadata(helper.make_node("Identity", ["x"], ["d"], name="node_clone"),
+                          fx_node("clone", "aten.clone.default", "(%x,)", ("", "drop")))
+    nodes = [ident, helper.make_node("MatMul", ["d", "w"], ["y"], name="node_matmul")]
+    path = tmp_path / "clone.onnx"
+    model(nodes, [x], [tensor("y", "batch", 4)], [init("w", 8, 4)], path, opset=18)
+    p = estimate_rc(cli, path)
+    assert p.returncode == 0, p.stderr
+    with membudget.load(path) as m:
+        assert m.inference_signs == ()
+
+
 def test_zoo_training_graphs_have_no_inference_signs():
     for name in ("resnet18.onnx", "bert_base_like.onnx", "gpt2_small_like.onnx", "unet_like.onnx"):
         with membudget.load(MODELS / name) as m:
