@@ -231,8 +231,8 @@ class Counters:
     def reset(self):
         self.events.append("reset")
 
-    def peaks(self, b):
-        self.events.append(b)
+    def peaks(self, b, forward_backward=None):
+        self.events.append(b if forward_backward is None else "end%d" % b)
         return _measured.StepMemory(b, b, 2 * b)
 
 

@@ -207,7 +207,7 @@ def test_measured_mode_takes_the_batch(child):
     assert inj["static_unit"] == "graphs" and inj["static_dims"] == {"nodes": 300 * n, "edges": 300 * e}
     for name in ("train_tensors", "train_batch"):
         t = m[name]
-        assert t["batches"] == [2, 6] and t["events"] == ["start", "reset", 2, "reset", 6] and t["unchanged"]
+        assert t["batches"] == [2, 6] and t["events"] == ["start", "reset", 2, "end2", "reset", 6, "end6"] and t["unchanged"]
         assert (t["graphs_of_6"], t["nodes_of_6"]) == (6, 6 * n)
 
 

@@ -50,6 +50,16 @@ out["flat"] = [r.batch_size, r.reserved_fixed, r.reserved_per_sample]
 r = mt.measure(net, x, measure_steps=steps(lambda b: 10 * MiB + b * MiB, lambda b: 20 * MiB + 2 * b * MiB,
                                            context=None))
 out["static_context"] = [r.batch_size, r.context, "context" in r.measured]
+def optimizer_bound(module, example, batches, **kw):  # the optimizer's step holds both peaks
+    return MeasuredSteps(tuple(StepMemory(b, 100 * MiB, 120 * MiB, 10 * MiB + 10 * MiB * b) for b in batches),
+                         context=300 * MiB, device_memory=1024 * MiB)
+r = mt.measure(net, x, measure_steps=optimizer_bound)
+seen.clear()
+static_answer = int(mt.compute_batch_size(net, x, device_memory="1GiB", optimizer="adamw"))
+mt.measure(net, x, measure_steps=linear, device_memory="1GiB")
+out["sized"] = [static_answer, seen[0][0]]
+out["optimizer_bound"] = [r.batch_size, r.allocated_fixed, r.allocated_per_sample, r.reserved_fixed,
+                          r.reserved_per_sample]
 try:
     mt.measure(net, x, measure_steps=steps(lambda b: b, lambda b: b, memory=200 * MiB))
 except membudget.DoesNotFitError as e:
@@ -67,9 +77,9 @@ class Counters:
         self.events.append("start")
     def reset(self):
         self.events.append("reset")
-    def peaks(self, b):
-        self.events.append(b)
-        return StepMemory(b, b, 2 * b)
+    def peaks(self, b, forward_backward=None):
+        self.events.append(b if forward_backward is None else "end%d" % b)
+        return StepMemory(b, b, 2 * b, forward_backward)
 
 c = Counters()
 before = [p.detach().clone() for p in net.parameters()]
@@ -134,12 +144,31 @@ def test_errors(result):
     assert "torch.cuda.is_available() is False" in result["no_cuda"]
 
 
+def test_optimizer_bound_steps_take_the_slope_from_forward_and_backward(result):
+    """Peaks of 100 MiB allocated / 120 MiB reserved at batches 2 and 4, both in the optimizer's
+    step, while forward and backward took 30 and 50 MiB: 10 MiB per sample, and the fixed part
+    is what the line needs to pass through the step's peak at batch 4 (100 - 4 x 10 = 60) or 2
+    (100 - 2 x 10 = 80): 80 MiB; reserved 120 - 4 x 10 = 80 MiB. Solved by hand: (921.6 - 300
+    context - 80) / 10 = 54.2 -> 54, where a fit of the peaks alone found no per-sample memory
+    (the largest batch allowed, as ViT-B/16 and a GPT-2 got on an H100)."""
+    assert result["optimizer_bound"] == [54, 80 * MIB, 10 * MIB, 80 * MIB, 10 * MIB]
+
+
+def test_steps_sized_from_the_static_answer(result):
+    """With the device's memory known, the measured steps run at a quarter and a half of the
+    batch the static budget solves there (not at 2 and 4, where a slowly growing part of the
+    step can hold the peak)."""
+    answer, sizes = result["sized"]
+    assert answer >= 8 and sizes == [answer // 4, answer // 2]
+
+
 def test_training_steps_on_cpu(result):
     """A warm-up step at the first size, then one measured step per size, each after a peak
-    reset; the caller's module is not trained (the steps run on a copy)."""
+    reset, its peaks read after backward (forward and backward alone) and after the optimizer's
+    step; the caller's module is not trained (the steps run on a copy)."""
     batches, events, unchanged = result["train"]
     assert batches == [2, 4]
-    assert events == ["start", "reset", 2, "reset", 4]
+    assert events == ["start", "reset", 2, "end2", "reset", 4, "end4"]
     assert unchanged is True
 
 
