@@ -341,3 +341,32 @@ def test_usage_errors(cli, tmp_path):
     assert "no snapshot given" in run(cli, "alloc-replay", check=2).stderr
     assert "unrecognized key 'bogus'" in run(cli, "alloc-replay", "x", "--alloc-conf", "bogus:1", check=2).stderr
     assert "No such file" in run(cli, "alloc-replay", tmp_path / "missing.pickle", check=1).stderr
+
+
+# ---- real snapshots from an H100 (bench/truth/results/snapshots-h100/README.md) ----
+
+H100 = ROOT / "bench" / "truth" / "results" / "snapshots-h100"
+
+
+@pytest.mark.parametrize("name, mismatches", [("gpt2_small_like-adamw-b8", 1), ("gpt2_small_like-adamw-b256", 1)])
+def test_h100_snapshot_reserved_peak_is_pytorchs(cli, name, mismatches):
+    """The model replays PyTorch's own request stream of a GPT-2-like step to the byte of
+    torch.cuda.max_memory_reserved() (3.31 GiB at batch 8; 55.19 GiB at batch 256, 5.34 GiB of
+    it cached but free: the fragmentation the estimate's own stream does not yet reproduce). The
+    one segment decision that differs is the first small request, served in PyTorch by the
+    segment torch.zeros(1) made before the history started."""
+    with open(H100 / (name + ".json")) as f:
+        truth = json.load(f)
+    d = json.loads(run(cli, "alloc-replay", H100 / (name + ".pickle"), "--json").stdout)["devices"][0]
+    assert d["model"]["reserved_peak"] == truth["reserved_peak"]
+    assert d["comparison"]["mismatches"] == mismatches and d["model"]["ooms"] == 0
+
+
+def test_h100_snapshot_resnet50(cli):
+    """ResNet-50: 1.23 GiB against PyTorch's 1.20 GiB (+2.6%), three segment decisions of 98
+    differ (the cuDNN workspaces' requests, not explained yet)."""
+    with open(H100 / "resnet50-adamw-b8.json") as f:
+        truth = json.load(f)
+    d = json.loads(run(cli, "alloc-replay", H100 / "resnet50-adamw-b8.pickle", "--json").stdout)["devices"][0]
+    assert 0 <= d["model"]["reserved_peak"] - truth["reserved_peak"] <= 0.03 * truth["reserved_peak"]
+    assert d["comparison"]["mismatches"] <= 3

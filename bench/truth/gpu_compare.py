@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""The GPU truth (results/gpu-*.json, made by gpu_truth.py on a CUDA device) beside membudget's
+static estimate of the same step, read from the dynamo exports in bench/truth/models.
+
+    python3 bench/truth/gpu_compare.py [--cli build/release/membudget] [--results FILE] [--json OUT]
+                                       [--write-misses bench/truth/results/gpu-h100-misses.json]
+
+No PyTorch needed. Per case: the allocated peak (torch.cuda.max_memory_allocated of the
+measured second step) against the estimate's allocated_peak, the reserved peak
+(max_memory_reserved) against reserved_peak, and NVML's used memory of the process against
+device_peak (context, libraries and reserved segments). The largest batches: the estimate
+solved at utilization 1 for the device's memory (static, and --mode measured as the run
+recorded it) against the largest batch that trained.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+RESULTS = os.path.join(HERE, "results")
+
+# targets of issue 17
+ALLOC_MAX_ERR, RESERVED_MAX_ERR, DEVICE_MAX_ERR, BATCH_MAX_ERR = 3.0, 5.0, 5.0, 5.0
+
+# the graph-size families of graph_zoo.FAMILIES (nodes, edges per graph), without importing it
+FAMILIES = {"can": (37, 120), "small": (12, 30)}
+SEQ = {"zoo": 128, "hf": 256}
+T5 = (128, 64)
+CHECKPOINTED = {"hf/llama": "model.layers.*", "hf/bert": "bert.encoder.layer.*", "zoo/bert_base_like": "layers.*"}
+
+
+def model_file(name):
+    return "bench/truth/models/%s.onnx" % name.replace("/", "__")
+
+
+def membudget_args(c):
+    """estimate flags for a gpu_truth.py case (the suite's names mapped to the dynamo exports)."""
+    suite, kind = c["suite"], c["kind"]
+    if suite == "graph":
+        name = "gnn/vgae_loss" if c["model"] == "vgae" else "gnn/" + c["model"]
+        n, e = FAMILIES[c["family"]]
+        per = "nodes=%d,edges=%d" % (n, e) + (",neg_edges=%d" % e if c["model"] == "vgae" else "")
+        args = [model_file(name), "--per-sample", per, "--batch", str(c["batch"])]
+        loss = "none" if c["model"] == "vgae" else "ce"
+    else:
+        name = "%s/%s" % (suite, c["model"]) + ("_lora" if kind == "lora" else "")
+        args = [model_file(name), "--batch", str(c["batch"])]
+        loss = "mse" if c["model"] == "unet_like" else "ce"
+        if c["model"].startswith("t5"):
+            args += ["--dim", "sequence=%d" % T5[0], "--dim", "decoder_sequence=%d" % T5[1]]
+        elif c["model"] in ("bert_base_like", "gpt2_small_like") or (suite == "hf" and c["model"] != "vit"):
+            args += ["--dim", "sequence=%d" % SEQ[suite]]
+    args += ["--optimizer", c["optimizer"], "--loss", loss, "--backend", "cuda"]
+    if c["precision"] != "fp32":
+        args += ["--precision", c["precision"]]
+    if kind == "lora":
+        args += ["--freeze", "*", "--trainable", "*lora_A*", "--trainable", "*lora_B*"]
+    if kind == "frozen":
+        args += ["--freeze", "*", "--trainable", "fc.*"]
+    if kind == "checkpoint":
+        args += ["--checkpoint", CHECKPOINTED["%s/%s" % (suite, c["model"])]]
+    if kind == "teacher":
+        args += ["--teacher", model_file("zoo/resnet50")]
+    return args
+
+
+def estimate(cli, args):
+    p = subprocess.run([cli, "estimate", *args, "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    if p.returncode not in (0, 3):
+        raise RuntimeError("membudget estimate %s: exit %d: %s" % (" ".join(args), p.returncode, p.stderr.strip()))
+    return json.loads(p.stdout)["budget"]
+
+
+def err(pred, truth):
+    return 100.0 * (pred - truth) / truth if truth else float("nan")
+
+
+def case_name(c):
+    return "-".join(str(x) for x in (c["suite"], c["model"], c["kind"], c["optimizer"], c["precision"],
+                                     c.get("family", ""), "b%d" % c["batch"]) if x != "")
+
+
+# the GPU table's entry for the device a result file was measured on (its context row)
+GPUS = {"NVIDIA H100 80GB HBM3": "h100-80gb"}
+
+
+def compare_case(cli, c, gpu):
+    t = c["truth"]
+    args = membudget_args(c)
+    if not os.path.exists(os.path.join(ROOT, args[0])):
+        # hf/t5_sdpa ran without a mask; only its masked variant was exported (hf__t5_sdpa_mask)
+        return {"case": case_name(c), "skipped": "no export %s" % args[0]}
+    b = estimate(cli, args + ["--gpu", gpu])
+    row = {"case": case_name(c), "suite": c["suite"], "precision": c["precision"],
+           "truth_alloc": t["allocated_peak"], "pred_alloc": b["allocated_peak"],
+           "truth_reserved": t["reserved_peak"], "pred_reserved": b["reserved_peak"],
+           "truth_device": t["process_used"], "pred_device": b["device_peak"],
+           "truth_phase": t["peak_phase"], "pred_phase": b["peak_phase"]}
+    row["err_alloc"] = err(row["pred_alloc"], row["truth_alloc"])
+    row["err_reserved"] = err(row["pred_reserved"], row["truth_reserved"])
+    row["err_device"] = err(row["pred_device"], row["truth_device"]) if t["process_used"] else None
+    return row
+
+
+def compare_batches(cli, result):
+    """The static and measured solved batches at utilization 1 against the largest that trained."""
+    rows = []
+    total = result["machine"]["gpu_memory"]
+    for m, mb in result["max_batch"].items():
+        true = mb["largest"]
+        rec = result["measured"]["cli"][m]
+        measured = rec["cli_solved"]["1.0"]["json"]["budget"]["batch_size"]
+        args = membudget_args(dict(suite="zoo", model=m, kind="plain", optimizer="adamw", precision="fp32", batch=1))
+        args = args[:1] + args[3:]  # no --batch: solved
+        static = estimate(cli, args + ["--gpu", GPUS[result["machine"]["gpu"]], "--device-memory", str(total),
+                                       "--utilization", "1"])["batch_size"]
+        rows.append({"model": m, "true_largest": true, "static": static, "measured": measured,
+                     "err_static": err(static, true), "err_measured": err(measured, true)})
+    return rows
+
+
+def misses(rows):
+    """{metric: sorted case names over the issue's target}"""
+    out = {}
+    for key, limit in (("err_alloc", ALLOC_MAX_ERR), ("err_reserved", RESERVED_MAX_ERR), ("err_device", DEVICE_MAX_ERR)):
+        out[key] = sorted(r["case"] for r in rows if r.get(key) is not None and abs(r[key]) > limit)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cli", default=os.path.join(ROOT, "build", "release", "membudget"))
+    ap.add_argument("--results", default=os.path.join(RESULTS, "gpu-h100.json"))
+    ap.add_argument("--json")
+    ap.add_argument("--write-misses", help="write the cases over target (tests/python/test_accuracy_gpu.py's record)")
+    a = ap.parse_args()
+    with open(a.results) as f:
+        result = json.load(f)
+    rows = []
+    for c in result["cases"]:
+        try:
+            rows.append(compare_case(a.cli, c, GPUS[result["machine"]["gpu"]]))
+        except RuntimeError as e:
+            rows.append({"case": case_name(c), "error": str(e)[-300:]})
+    ok = [r for r in rows if "error" not in r and "skipped" not in r]
+    for r in rows:
+        if "error" in r or "skipped" in r:
+            print("%-52s %s" % (r["case"], "ERROR " + r["error"] if "error" in r else "skipped: " + r["skipped"]))
+            continue
+        print("%-52s alloc %7.2f%%  reserved %7.2f%%  device %s  %s/%s" % (
+            r["case"], r["err_alloc"], r["err_reserved"],
+            "%7.2f%%" % r["err_device"] if r["err_device"] is not None else "-", r["truth_phase"], r["pred_phase"]))
+    for key, limit in (("err_alloc", ALLOC_MAX_ERR), ("err_reserved", RESERVED_MAX_ERR), ("err_device", DEVICE_MAX_ERR)):
+        e = [abs(r[key]) for r in ok if r[key] is not None]
+        miss = sum(1 for x in e if x > limit)
+        print("%-12s cases %d  median %.2f%%  max %.2f%%  over %.0f%%: %d" % (
+            key, len(e), statistics.median(e), max(e), limit, miss))
+    batches = compare_batches(a.cli, result) if "max_batch" in result else []
+    for r in batches:
+        print("largest batch %-16s true %d  static %d (%+.1f%%)  measured %d (%+.1f%%)" % (
+            r["model"], r["true_largest"], r["static"], r["err_static"], r["measured"], r["err_measured"]))
+    if a.write_misses:
+        with open(a.write_misses, "w") as f:
+            json.dump({"note": "cases over issue 17's targets, as of this file's commit; test_accuracy_gpu.py fails "
+                               "on any case missing that is not listed here (and on a listed case that now meets the "
+                               "target: then shorten the list)",
+                       "misses": misses(ok),
+                       "batch_overshoot": {r["model"]: r["static"] - r["true_largest"] for r in batches}}, f, indent=1)
+            f.write("\n")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"cases": rows, "batches": batches}, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
