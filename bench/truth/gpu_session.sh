@@ -16,7 +16,14 @@
 # BIN (default .gpu) holds what bench/truth/gpu_carry.sh builds on the development machine:
 # membudget, libmembudget.so*, libprotobuf-c.so.1 and test_measure_gpu (whose models folder is
 # compiled in as /work/main/models, so this links the checkout there when it is elsewhere).
-# Everything lands in DIR, and DIR/../PART.tgz is written even when a stage runs out of time.
+# Everything lands in DIR, and DIR.PART.tgz is written even when a stage runs out of time.
+#
+# With the device tool (2026-11-25, one H100): the working tree that travels must stay under
+# 64 MiB and the checkout is about 69 MiB, 51 of them bench/truth/models; set aside every file
+# there but zoo__resnet50.onnx, zoo__vit_b_16.onnx, zoo__gpt2_small_like.onnx and models.json
+# (all these parts read) for the call, carry .gpu, and run e.g.
+#   bash bench/truth/gpu_session.sh measure /tmp/gpu/p1; cp /tmp/gpu/*.tgz $OUT/
+# The machine stays warm 30 s after a call: start the next part at once to skip a new start.
 set -u
 part=$1
 dir=$2
