@@ -57,6 +57,8 @@ def membudget_args(c):
     args += ["--optimizer", c["optimizer"], "--loss", loss, "--backend", "cuda"]
     if c["precision"] != "fp32":
         args += ["--precision", c["precision"]]
+    if c["precision"] == "bf16":  # gpu_truth.setup computes the loss on y.float(), as HF's loss does
+        args += ["--loss-dtype", "fp32"]
     if kind == "lora":
         args += ["--freeze", "*", "--trainable", "*lora_A*", "--trainable", "*lora_B*"]
     if kind == "frozen":

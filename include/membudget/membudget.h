@@ -346,6 +346,9 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
  *   attention         auto | fused | eager: auto runs attention as the graph shows it (an
  *                     SDPA op or a fused pattern fused, MatMul-Softmax-MatMul eager)  (default auto)
  *   loss              auto | ce | mse | none                                   (default auto)
+ *   loss_dtype        auto | fp32: fp32 computes the loss on the output cast to fp32 in every
+ *                     precision, as Hugging Face's causal-LM loss does; auto only under
+ *                     autocast, in the output's dtype in pure fp16/bf16       (default auto)
  *   ema               0 | 1: an exponential-moving-average copy of the model   (default 0)
  *   teacher_offload   0 | 1: teacher weights on the CPU, one layer resident    (default 0)
  *   checkpoint        GLOB on module paths of node names; adds one, repeatable

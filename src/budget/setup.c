@@ -215,6 +215,7 @@ static int parse_size(mb_setup *s, const char *key, const char *value, uint64_t 
 
 static const char *const precisions[] = {"fp32", "amp-fp16", "amp-bf16", "fp16", "bf16", NULL};
 static const char *const losses[] = {"auto", "ce", "mse", "none", NULL};
+static const char *const loss_dtypes[] = {"auto", "fp32", NULL};
 static const char *const attentions[] = {"auto", "fused", "eager", NULL};
 static const char *const backends[] = {"cuda", "cpu", NULL};
 static const char *const grad_sums[] = {"inplace", "copy", NULL};
@@ -290,6 +291,8 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
     if ((rc = mb_setup_pick(s, key, value, precisions, &choice)) == MB_OK) t->precision = choice;
   } else if (!strcmp(key, "loss")) {
     if ((rc = mb_setup_pick(s, key, value, losses, &choice)) == MB_OK) t->loss = choice;
+  } else if (!strcmp(key, "loss_dtype")) {
+    if ((rc = mb_setup_pick(s, key, value, loss_dtypes, &choice)) == MB_OK) t->loss_fp32 = choice == 1;
   } else if (!strcmp(key, "attention")) {
     if ((rc = mb_setup_pick(s, key, value, attentions, &choice)) == MB_OK) t->attention = (int32_t)choice;
   } else if (!strcmp(key, "backend")) {

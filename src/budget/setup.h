@@ -22,6 +22,7 @@ typedef struct mb_train {
   int optimizer;            /* enum mb_optimizer (sim/optim.h) */
   int precision;            /* enum mb_precision */
   int loss;                 /* enum mb_loss */
+  bool loss_fp32;           /* the loss reads the output cast to fp32 (loss_dtype fp32) */
   bool master_weights, ema, teacher_offload;
   int32_t attention;    /* mb_attention_mode */
   bool cpu;                 /* backend cpu: PyTorch's CPU kernels and allocator (truth runs) */

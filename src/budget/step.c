@@ -8,6 +8,7 @@ void mb_setup_step(const mb_setup *s, mb_step *out) {
       .optimizer = t->optimizer,
       .precision = t->precision,
       .loss = t->loss,
+      .loss_fp32 = t->loss_fp32,
       .master_weights = t->master_weights,
       .ema = t->ema,
       .attention = t->attention,

@@ -14,6 +14,7 @@
 static const struct { const char *flag, *key; } value_flags[] = {
   {"--optimizer", "optimizer"},     {"--precision", "precision"},
   {"--attention", "attention"},     {"--loss", "loss"},
+  {"--loss-dtype", "loss_dtype"},
   {"--checkpoint", "checkpoint"},   {"--gpu", "gpu"},
   {"--device-memory", "device_memory"}, {"--utilization", "utilization"},
   {"--utilisation", "utilization"}, {"--batch-min", "batch_min"},

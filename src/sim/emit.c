@@ -426,8 +426,8 @@ static int loss_forward(emitter *e, loss_state *ls) {
   const mb_model_state *ms = &b->ms[0];
   int32_t y = b->loss_out, ys = ms->slot_of[y];
   ls->cast = ls->logp = -1;
-  bool upcast = b->amp && ms->rt[y] != MB_DTYPE_FLOAT;
-  int32_t work = b->pure ? ms->rt[y] : MB_DTYPE_FLOAT;
+  bool upcast = (b->amp || b->step->loss_fp32) && ms->rt[y] != MB_DTYPE_FLOAT;
+  int32_t work = b->pure && !b->step->loss_fp32 ? ms->rt[y] : MB_DTYPE_FLOAT;
   if (b->loss == MB_LOSS_NONE) {
     ls->value = ys;
     return MB_OK;
@@ -452,7 +452,7 @@ static int loss_backward(emitter *e, loss_state *ls) {
   mb_builder *b = e->b;
   const mb_model_state *ms = &b->ms[0];
   int32_t y = b->loss_out;
-  int32_t work = b->pure ? ms->rt[y] : MB_DTYPE_FLOAT;
+  int32_t work = b->pure && !b->step->loss_fp32 ? ms->rt[y] : MB_DTYPE_FLOAT;
   int32_t seed = fresh(e, 0, MB_SZ_FIXED, MB_CAT_ACT_GRAD, -1, work, "grad of loss");
   slot(e, seed)->fixed = (uint64_t)mb_dtype_bits(work) / 8;
   ev(e, 1, 0, seed, -1);

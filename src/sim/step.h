@@ -49,6 +49,9 @@ typedef struct mb_step {
   int optimizer;            /* enum mb_optimizer (sim/optim.h) */
   int precision;            /* enum mb_precision */
   int loss;                 /* enum mb_loss */
+  /* the loss reads the model's output cast to fp32 whatever the precision (Hugging Face's
+   * causal-LM loss does logits.float()); otherwise only under autocast */
+  bool loss_fp32;
   bool master_weights, ema;
   int32_t attention;        /* mb_attention_mode */
   bool cpu;                 /* PyTorch's CPU kernels and allocator (truth runs) */

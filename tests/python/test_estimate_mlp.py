@@ -9,7 +9,7 @@ ReLU. The loss is log_softmax (keeps its [B,3] result) + nll_loss; its backward 
 grad of the log-probs, then the grad of the logits."""
 import pytest
 
-from estimate_util import EXACT, estimate, init, model, tensor
+from estimate_util import EXACT, estimate, init, model, tensor, trace
 from onnx import helper
 
 PARAMS = 4 * (8 * 4 + 8 + 3 * 8 + 3)  # 268 bytes
@@ -163,3 +163,23 @@ def test_dropout_mask_cuda_vs_cpu(cli, tmp_path):
     # kept: d [B,8] fp32 (fc2's mat1), the mask, logits y [B,3]; h is freed after the dropout
     assert cuda["activations"] == b * (4 * 8 + 1 * 8 + 4 * 3)
     assert cpu["activations"] == b * (4 * 8 + 4 * 8 + 4 * 3)
+
+
+@pytest.mark.parametrize("loss_dtype", ["auto", "fp32"])
+def test_loss_dtype_in_pure_bf16(cli, tmp_path, loss_dtype):
+    """Logits of 1024 x 1000 in pure bf16 (2,048,000 bytes). auto: cross-entropy in bf16, its
+    log-probs and their grads 2,048,000 bytes each, no cast. fp32 (Hugging Face's causal-LM loss,
+    `logits.float()`): the cast, log-probs and grads 4,096,000 bytes each, the cast freed once
+    log_softmax has read it, and backward's grad cast back to the logits' bf16 (2,048,000)."""
+    x = tensor("x", "batch", 8)
+    path = model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [x], [tensor("y", "batch", 1000)],
+                 [init("w", 8, 1000)], tmp_path / "lin.onnx")
+    events = trace(cli, path, "--batch", "1024", "--precision", "bf16", "--loss-dtype", loss_dtype)["trace"]
+    allocs = {e["tensor"]: e["bytes"] for e in events if e["event"] == "alloc"}
+    wide = loss_dtype == "fp32"
+    assert allocs["log_softmax (cross-entropy)"] == (4 if wide else 2) * 1024 * 1000
+    assert allocs["grad of log_softmax"] == allocs["grad of loss input"] == (4 if wide else 2) * 1024 * 1000
+    assert allocs.get("loss input cast to fp32") == (4 * 1024 * 1000 if wide else None)
+    assert allocs.get("grad of model output") == (2 * 1024 * 1000 if wide else None)
+    freed = [e["tensor"] for e in events if e["event"] == "free" and e["phase"] == "loss"]
+    assert freed == (["loss input cast to fp32"] if wide else [])

@@ -36,7 +36,7 @@ def _model(stack: ExitStack, source: Union[Model, Source],
 def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_memory: Optional[Size] = None,
              batch: Optional[int] = None, optimizer: Optional[str] = None, precision: Optional[str] = None,
              master_weights: Optional[bool] = None, attention: Optional[str] = None,
-             loss: Optional[str] = None, ema: Optional[bool] = None,
+             loss: Optional[str] = None, loss_dtype: Optional[str] = None, ema: Optional[bool] = None,
              teacher: Union[Model, Source, None] = None, teacher_offload: Optional[bool] = None,
              freeze: Globs = None, trainable: Globs = None, checkpoint: Globs = None,
              grad_accumulation: Optional[int] = None, dims: Optional[Mapping[str, int]] = None,
@@ -66,7 +66,8 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
 
     The keywords are `membudget estimate`'s options (docs/cli.md) with the setup keys'
     names: optimizer (adamw), precision (fp32, amp-fp16, amp-bf16, fp16, bf16), master_weights,
-    attention (auto|fused|eager), loss (auto|ce|mse|none), ema, teacher (a Model or path: a frozen
+    attention (auto|fused|eager), loss (auto|ce|mse|none), loss_dtype (auto|fp32: the loss on the
+    output cast to fp32 in every precision, as Hugging Face's causal-LM loss does), ema, teacher (a Model or path: a frozen
     model run forward each step; it must stay open during the call), teacher_offload, freeze /
     trainable (globs on initializer names; trainable wins), checkpoint (globs on module paths),
     grad_accumulation, dims ({"sequence": 512}), batch_dim, batch_min / batch_max /
@@ -117,7 +118,7 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
     opts: List[Tuple[str, Value]] = list((options or {}).items())
     opts += _report_options(by_module, trace, module_depth, top, advise, advise_trainable, mode)
     named = {"backend": backend, "foreach": foreach, "optimizer": optimizer, "precision": precision, "master_weights": master_weights,
-             "attention": attention, "loss": loss, "ema": ema, "teacher_offload": teacher_offload,
+             "attention": attention, "loss": loss, "loss_dtype": loss_dtype, "ema": ema, "teacher_offload": teacher_offload,
              "grad_accumulation": grad_accumulation, "gpu": gpu, "device_memory": device_memory,
              "utilization": utilization, "batch_min": batch_min, "batch_max": batch_max,
              "batch_multiple": batch_multiple, "context": context, "fragmentation": fragmentation,
