@@ -165,8 +165,9 @@ static void json_setup(mb_strbuf *sb, const mb_setup *s, const mb_plan *p) {
   mb_sb_json_str(sb, mb_optim_get(tr->optimizer)->name);
   mb_sb_puts(sb, ",\n    \"precision\": ");
   mb_sb_json_str(sb, precision_name(tr->precision));
-  mb_sb_printf(sb, ",\n    \"attention\": \"%s\",\n    \"loss\": \"%s\",\n", tr->attention == MB_ATTENTION_EAGER ? "eager" : tr->attention == MB_ATTENTION_FUSED ? "fused" : "auto",
-               losses[tr->loss & 3]);
+  mb_sb_printf(sb, ",\n    \"attention\": \"%s\",\n    \"loss\": \"%s\",\n    \"loss_dtype\": \"%s\",\n",
+               tr->attention == MB_ATTENTION_EAGER ? "eager" : tr->attention == MB_ATTENTION_FUSED ? "fused" : "auto",
+               losses[tr->loss & 3], tr->loss_fp32 ? "fp32" : "auto");
   mb_sb_printf(sb, "    \"ema\": %s,\n    \"master_weights\": %s,\n    \"teacher\": %s,\n    \"teacher_offload\": %s,\n",
                tr->ema ? "true" : "false", tr->master_weights ? "true" : "false", tr->teacher ? "true" : "false",
                tr->teacher_offload ? "true" : "false");

@@ -174,7 +174,9 @@ def test_loss_dtype_in_pure_bf16(cli, tmp_path, loss_dtype):
     x = tensor("x", "batch", 8)
     path = model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [x], [tensor("y", "batch", 1000)],
                  [init("w", 8, 1000)], tmp_path / "lin.onnx")
-    events = trace(cli, path, "--batch", "1024", "--precision", "bf16", "--loss-dtype", loss_dtype)["trace"]
+    doc = trace(cli, path, "--batch", "1024", "--precision", "bf16", "--loss-dtype", loss_dtype)
+    assert doc["setup"]["loss_dtype"] == loss_dtype
+    events = doc["trace"]
     allocs = {e["tensor"]: e["bytes"] for e in events if e["event"] == "alloc"}
     wide = loss_dtype == "fp32"
     assert allocs["log_softmax (cross-entropy)"] == (4 if wide else 2) * 1024 * 1000

@@ -67,9 +67,10 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
     The keywords are `membudget estimate`'s options (docs/cli.md) with the setup keys'
     names: optimizer (adamw), precision (fp32, amp-fp16, amp-bf16, fp16, bf16), master_weights,
     attention (auto|fused|eager), loss (auto|ce|mse|none), loss_dtype (auto|fp32: the loss on the
-    output cast to fp32 in every precision, as Hugging Face's causal-LM loss does), ema, teacher (a Model or path: a frozen
-    model run forward each step; it must stay open during the call), teacher_offload, freeze /
-    trainable (globs on initializer names; trainable wins), checkpoint (globs on module paths),
+    output cast to fp32 in every precision, as Hugging Face's causal-LM loss does), ema, teacher
+    (a Model or path: a frozen model run forward each step; it must stay open during the call),
+    teacher_offload, freeze / trainable (globs on initializer names; trainable wins), checkpoint
+    (globs on module paths),
     grad_accumulation, dims ({"sequence": 512}), batch_dim, batch_min / batch_max /
     batch_multiple, context, fragmentation, cublas_workspace, rounding, backend (cuda|cpu: cpu
     models CPU PyTorch, as the accuracy tests do), foreach, transformers (eager|as-exported),

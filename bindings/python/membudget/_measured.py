@@ -393,9 +393,12 @@ def _sizes_near_the_answer(model: Any, static_kw: Dict[str, Any], device: Any, t
     grows 26 MB per sample between batches 2 and 4 and 173 MB between 4 and 8, so a fit at 2
     and 4 solved a batch of 29,516 where 364 trains. Steps at a quarter and a half of the answer
     sit on the line that holds the peak there, at half the device's memory at most."""
-    import torch
     kw = dict(static_kw)
     if "gpu" not in kw and "device_memory" not in kw:
+        try:
+            import torch
+        except ImportError:
+            return None
         if not torch.cuda.is_available():
             return None
         dev = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
