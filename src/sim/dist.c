@@ -31,6 +31,7 @@
 #include "graph/dtype.h"
 #include "graph/origin.h"
 #include "sim/build.h"
+#include "sim/weave.h"
 #include "util/glob.h"
 
 /* The failure of a step that ran out of memory (or the one already reported). */
@@ -251,37 +252,6 @@ static int32_t unit_of_param(mb_builder *b, units *u, int32_t v, const int32_t *
   return 0;
 }
 
-/* An event to weave in before (pos 2i) or after (pos 2i + 1) event i of the step. */
-typedef struct insert {
-  int64_t pos;
-  int32_t seq;
-  mb_event_rec ev;
-} insert;
-
-typedef struct weave {
-  insert *at;
-  int32_t n, cap;
-} weave;
-
-static int add(mb_builder *b, weave *w, int64_t pos, int alloc, int phase, int32_t slot) {
-  if (w->n == w->cap) {
-    int32_t cap = w->cap ? w->cap * 2 : 256;
-    insert *grown = realloc(w->at, (size_t)cap * sizeof *grown);
-    if (!grown) return nomem(b);
-    w->at = grown;
-    w->cap = cap;
-  }
-  w->at[w->n] = (insert){pos, w->n, {(uint8_t)alloc, (uint8_t)phase, 0, slot, -1}};
-  w->n++;
-  return MB_OK;
-}
-
-static int by_pos(const void *x, const void *y) {
-  const insert *a = x, *b = y;
-  if (a->pos != b->pos) return a->pos < b->pos ? -1 : 1;
-  return (a->seq > b->seq) - (a->seq < b->seq);
-}
-
 static int32_t fixed_slot(mb_builder *b, int cat, uint64_t bytes, const char *name) {
   int32_t s = mb_slot_new(b, 0, MB_SZ_FIXED, cat, -1, 0, name);
   if (s >= 0) b->p->slots[s].fixed = bytes;
@@ -316,47 +286,47 @@ static bool makes_grad(const mb_plan *p, const mb_event_rec *e, const bool *free
 /* kept: where the all-gather output goes (freed by the caller), or NULL to free it after the
  * copy-out. On the CPU, gloo's all-gather copies through a temporary of the output's size
  * (AsyncAllgatherWork's newLikeFlat; docs/distributed-truth.md), one at a time. */
-static int32_t gather(mb_builder *b, weave *w, int64_t pos, int64_t copy_pos, int phase, const units *u, int32_t k,
+static int32_t gather(mb_builder *b, mb_weave *w, int64_t pos, int64_t copy_pos, int phase, const units *u, int32_t k,
                       const char *name, int32_t *kept) {
   uint64_t bytes = u->bytes[k];
   int32_t full = fixed_slot(b, MB_CAT_PARAMETER, bytes, name);
   if (full < 0) return -1;
   const mb_dist_opts *o = &b->step->dist;
   if (o->strategy == MB_STRATEGY_ZERO3) /* all-gathered straight into the parameters */
-    return add(b, w, pos, 1, phase, full) ? -1 : full;
+    return mb_weave_add(b, w, pos, 1, phase, full) ? -1 : full;
   uint64_t padded = u->shard[k] * (uint64_t)mb_dist_shards(o);
   /* mixed precision: the fp32 shards are cast to param_dtype first (FSDP1's _mp_shard in
    * pre_unshard, freed in post_unshard; FSDP2's all_gather_inputs, freed after the copy-in) */
   int32_t low = mb_dist_fsdp_mp(o) ? fixed_slot(b, MB_CAT_TEMPORARY, u->shard[k], "FSDP shard in param_dtype") : -2;
   if (low == -1) return -1;
   if (o->fsdp_version == 1) { /* into the padded flat parameter itself (_full_param_padded) */
-    if ((low >= 0 && add(b, w, pos, 1, phase, low)) || add(b, w, pos, 1, phase, full)) return -1;
+    if ((low >= 0 && mb_weave_add(b, w, pos, 1, phase, low)) || mb_weave_add(b, w, pos, 1, phase, full)) return -1;
     if (kept) *kept = -1;
     if (b->step->cpu && o->world_size > 1) { /* c10d::allgather_'s chunk list on the CPU */
       int32_t tmp = fixed_slot(b, MB_CAT_TEMPORARY, padded, "gloo all-gather temporary");
-      if (tmp < 0 || add(b, w, pos, 1, phase, tmp) || add(b, w, pos, 0, phase, tmp)) return -1;
+      if (tmp < 0 || mb_weave_add(b, w, pos, 1, phase, tmp) || mb_weave_add(b, w, pos, 0, phase, tmp)) return -1;
     }
-    if (low >= 0 && add(b, w, pos, 0, phase, low)) return -1;
+    if (low >= 0 && mb_weave_add(b, w, pos, 0, phase, low)) return -1;
     return full;
   }
   if (mb_dist_shards(o) <= 1) { /* one rank: wait_for_unshard copies the shards, no all-gather output */
     if (kept) *kept = -1;
-    if ((low >= 0 && add(b, w, copy_pos, 1, phase, low)) || add(b, w, copy_pos, 1, phase, full) ||
-        (low >= 0 && add(b, w, copy_pos, 0, phase, low)))
+    if ((low >= 0 && mb_weave_add(b, w, copy_pos, 1, phase, low)) || mb_weave_add(b, w, copy_pos, 1, phase, full) ||
+        (low >= 0 && mb_weave_add(b, w, copy_pos, 0, phase, low)))
       return -1;
     return full;
   }
   int32_t out = fixed_slot(b, MB_CAT_TEMPORARY, padded, "FSDP all-gather output");
-  if ((low >= 0 && add(b, w, pos, 1, phase, low)) || out < 0 || add(b, w, pos, 1, phase, out) ||
-      (low >= 0 && add(b, w, pos, 0, phase, low)))
+  if ((low >= 0 && mb_weave_add(b, w, pos, 1, phase, low)) || out < 0 || mb_weave_add(b, w, pos, 1, phase, out) ||
+      (low >= 0 && mb_weave_add(b, w, pos, 0, phase, low)))
     return -1;
   if (b->step->cpu && b->step->dist.world_size > 1) {
     int32_t tmp = fixed_slot(b, MB_CAT_TEMPORARY, padded, "gloo all-gather temporary");
-    if (tmp < 0 || add(b, w, pos, 1, phase, tmp) || add(b, w, pos, 0, phase, tmp)) return -1;
+    if (tmp < 0 || mb_weave_add(b, w, pos, 1, phase, tmp) || mb_weave_add(b, w, pos, 0, phase, tmp)) return -1;
   }
-  if (add(b, w, copy_pos, 1, phase, full)) return -1;
+  if (mb_weave_add(b, w, copy_pos, 1, phase, full)) return -1;
   if (kept) *kept = out;
-  else if (add(b, w, copy_pos, 0, phase, out)) return -1;
+  else if (mb_weave_add(b, w, copy_pos, 0, phase, out)) return -1;
   return full;
 }
 
@@ -374,14 +344,13 @@ static int32_t order_by(const int32_t *key, int32_t n, int32_t *out) {
   return m;
 }
 
-static int weave_in(mb_builder *b, weave *w);
-static int zero_grads(mb_builder *b, weave *w);
+static int zero_grads(mb_builder *b, mb_weave *w);
 
 /* DDP with gradient_as_bucket_view (reducer.cpp, mark_variable_ready_dense: "Let grad point to
  * bucket_view buffer"): each .grad autograd makes after zero_grad(set_to_none=True) is copied
  * into its bucket and replaced by a view of it once it is complete: after the backward of the
  * last node that reads the weight (a tied weight's gradient is a sum of several). */
-static int ddp_view_grads(mb_builder *b, weave *w) {
+static int ddp_view_grads(mb_builder *b, mb_weave *w) {
   mb_plan *p = b->p;
   const mb_graph *g = b->ms[0].g;
   int32_t *done = malloc(((size_t)g->n_values + 1) * sizeof(int32_t)); /* last backward event of a reader */
@@ -397,11 +366,11 @@ static int ddp_view_grads(mb_builder *b, weave *w) {
   for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++) {
     const mb_event_rec *e = &p->ev[i];
     int32_t kept = mb_dist_accum_grad_value(b, e); /* accumulated: replaced by its view too */
-    if (kept >= 0 && done[kept] >= 0) rc = add(b, w, 2 * (int64_t)done[kept] + 1, 0, MB_PHASE_BACKWARD, e->slot);
+    if (kept >= 0 && done[kept] >= 0) rc = mb_weave_add(b, w, 2 * (int64_t)done[kept] + 1, 0, MB_PHASE_BACKWARD, e->slot);
     if (!makes_grad(p, e, freed)) continue;
     const mb_slot *sl = &p->slots[e->slot];
     int32_t at = sl->ref >= 0 && sl->ref < g->n_values && done[sl->ref] > i ? done[sl->ref] : i;
-    rc = add(b, w, 2 * (int64_t)at + 1, 0, MB_PHASE_BACKWARD, e->slot);
+    rc = mb_weave_add(b, w, 2 * (int64_t)at + 1, 0, MB_PHASE_BACKWARD, e->slot);
   }
   free(done);
   free(freed);
@@ -412,16 +381,16 @@ static int ddp_view_grads(mb_builder *b, weave *w) {
 int mb_dist_events(mb_builder *b) {
   const mb_dist_opts *o = &b->step->dist;
   if (o->strategy == MB_STRATEGY_DDP && o->bucket_view) {
-    weave w = {0};
+    mb_weave w = {0};
     int rc = ddp_view_grads(b, &w);
-    if (rc == MB_OK) rc = weave_in(b, &w);
+    if (rc == MB_OK) rc = mb_weave_in(b, &w);
     free(w.at);
     return rc;
   }
   if (!mb_dist_is_zero(o) || o->world_size <= 1) return mb_dist_fsdp_events(b);
-  weave w = {0};
+  mb_weave w = {0};
   int rc = zero_grads(b, &w);
-  if (rc == MB_OK) rc = weave_in(b, &w);
+  if (rc == MB_OK) rc = mb_weave_in(b, &w);
   free(w.at);
   if (rc == MB_OK && o->strategy == MB_STRATEGY_ZERO3) rc = mb_dist_zero3_events(b); /* dist_zero3.c */
   return rc;
@@ -512,7 +481,7 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
     }
   }
   if (fwd0 < 0 || bwd_end < 0) return MB_OK; /* nothing trains: no step to shard */
-  weave w = {0};
+  mb_weave w = {0};
   int rc = MB_OK;
   bool reshard = o->sharding != MB_FSDP_SHARD_GRAD_OP;
   /* backward order of the units: by their first backward event */
@@ -566,7 +535,7 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
       rc = nomem(b);
       break;
     }
-    if (held >= 0) rc = add(b, &w, at, 0, MB_PHASE_FORWARD, held);
+    if (held >= 0) rc = mb_weave_add(b, &w, at, 0, MB_PHASE_FORWARD, held);
     held = out;
     if (k == 0 && !(o->reshard_root && reshard)) { /* the root is resharded when backward ends */
       root = full;
@@ -574,12 +543,12 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
       post_free[k] = full;
     } else if (!reshard || bfirst[k] < 0) {
       int64_t end = bfirst[k] >= 0 ? 2 * (int64_t)blast[k] + 1 : 2 * (int64_t)last[k] + 1;
-      if (rc == MB_OK) rc = add(b, &w, end, 0, bfirst[k] >= 0 ? MB_PHASE_BACKWARD : MB_PHASE_FORWARD, full);
+      if (rc == MB_OK) rc = mb_weave_add(b, &w, end, 0, bfirst[k] >= 0 ? MB_PHASE_BACKWARD : MB_PHASE_FORWARD, full);
     } else if (rc == MB_OK) {
-      rc = add(b, &w, 2 * (int64_t)last[k] + 1, 0, MB_PHASE_FORWARD, full);
+      rc = mb_weave_add(b, &w, 2 * (int64_t)last[k] + 1, 0, MB_PHASE_FORWARD, full);
     }
   }
-  if (rc == MB_OK && held >= 0) rc = add(b, &w, 2 * (int64_t)fwd_end + 1, 0, MB_PHASE_FORWARD, held);
+  if (rc == MB_OK && held >= 0) rc = mb_weave_add(b, &w, 2 * (int64_t)fwd_end + 1, 0, MB_PHASE_FORWARD, held);
   int64_t *bgather = mb_arena_array(&b->a, (size_t)u.n + 1, sizeof(int64_t)); /* where backward gathers */
   int32_t n_bgather = 0;
   if (!bgather) return nomem(b);
@@ -640,7 +609,7 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
     int32_t out = -1;
     int32_t again = gather(b, &w, pos, copy, MB_PHASE_BACKWARD, &u, k, "FSDP unsharded parameters (backward)",
                            late_side && !rs_between ? &out : NULL);
-    if (again < 0 || (late >= 0 && add(b, &w, pos, 0, MB_PHASE_BACKWARD, late))) {
+    if (again < 0 || (late >= 0 && mb_weave_add(b, &w, pos, 0, MB_PHASE_BACKWARD, late))) {
       rc = nomem(b);
       break;
     }
@@ -648,9 +617,9 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
     late_at = copy;
     bgather[n_bgather++] = copy;
     if (hooks1 && u.grad_shard[k]) post_free[k] = again;
-    else rc = add(b, &w, 2 * (int64_t)blast[k] + 1, 0, MB_PHASE_BACKWARD, again);
+    else rc = mb_weave_add(b, &w, 2 * (int64_t)blast[k] + 1, 0, MB_PHASE_BACKWARD, again);
   }
-  if (rc == MB_OK && late >= 0) rc = add(b, &w, late_at, 0, MB_PHASE_BACKWARD, late); /* no gather follows */
+  if (rc == MB_OK && late >= 0) rc = mb_weave_add(b, &w, late_at, 0, MB_PHASE_BACKWARD, late); /* no gather follows */
   /* reduce-scatter after each unit's backward (the root's when backward ends): the gradients
    * copied into one input, freed, the sharded .grad allocated */
   int32_t *grad_at = mb_arena_array(&b->a, (size_t)u.n, sizeof(int32_t));
@@ -678,7 +647,7 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
     /* the previous unit's input goes first: post_backward's "FSDP::post_backward_rs_wait" pops
      * the oldest of reduce_scatter_states (at most reduce_scatter_max_input_buffers = 1) before
      * this unit's foreach_reduce allocates its own (_fsdp_param_group.py, torch 2.15) */
-    if (rs_held >= 0 && add(b, &w, pos, 0, MB_PHASE_BACKWARD, rs_held)) {
+    if (rs_held >= 0 && mb_weave_add(b, &w, pos, 0, MB_PHASE_BACKWARD, rs_held)) {
       rc = nomem(b);
       break;
     }
@@ -693,7 +662,7 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
     uint64_t red = mp ? mb_dist_rebytes(u.grad_shard[k], o->param_dtype, gdt) : u.grad_shard[k];
     uint64_t final = mp ? mb_dist_rebytes(u.grad_shard[k], o->param_dtype, MB_DTYPE_FLOAT) : u.grad_shard[k];
     int32_t in = fixed_slot(b, MB_CAT_TEMPORARY, red * (uint64_t)shards, "FSDP reduce-scatter input");
-    if (in < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, in)) {
+    if (in < 0 || mb_weave_add(b, &w, pos, 1, MB_PHASE_BACKWARD, in)) {
       rc = nomem(b);
       break;
     }
@@ -719,21 +688,21 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
                       : e->node >= 0 && e->node < g->n_nodes                              ? node_unit[e->node]
                                                                                           : 0;
       if (owner != k) continue;
-      rc = add(b, &w, i > grad_at[k] ? 2 * (int64_t)i + 1 : pos, 0, MB_PHASE_BACKWARD, e->slot);
+      rc = mb_weave_add(b, &w, i > grad_at[k] ? 2 * (int64_t)i + 1 : pos, 0, MB_PHASE_BACKWARD, e->slot);
     }
     /* gradient accumulation: the unsharded .grad the micro-steps kept goes too (dist_accum.c) */
     for (int32_t i = 0; i < p->n_ev && rc == MB_OK; i++) {
       int32_t v = mb_dist_accum_grad_value(b, &p->ev[i]);
-      if (v >= 0 && value_unit[v] == k) rc = add(b, &w, pos, 0, MB_PHASE_BACKWARD, p->ev[i].slot);
+      if (v >= 0 && value_unit[v] == k) rc = mb_weave_add(b, &w, pos, 0, MB_PHASE_BACKWARD, p->ev[i].slot);
     }
     /* FSDP1's hook: reshard, then BACKWARD_POST's prefetch of the next unit */
-    if (rc == MB_OK && post_free[k] >= 0) rc = add(b, &w, pos, 0, MB_PHASE_BACKWARD, post_free[k]);
+    if (rc == MB_OK && post_free[k] >= 0) rc = mb_weave_add(b, &w, pos, 0, MB_PHASE_BACKWARD, post_free[k]);
     if (rc == MB_OK && post_gather[k] >= 0) {
       int32_t next = post_gather[k];
       int32_t again = gather(b, &w, pos, pos, MB_PHASE_BACKWARD, &u, next, "FSDP unsharded parameters (backward)", NULL);
       if (again < 0) rc = nomem(b);
       else if (u.grad_shard[next]) post_free[next] = again;
-      else rc = add(b, &w, 2 * (int64_t)blast[next] + 1, 0, MB_PHASE_BACKWARD, again);
+      else rc = mb_weave_add(b, &w, 2 * (int64_t)blast[next] + 1, 0, MB_PHASE_BACKWARD, again);
     }
     if (rc != MB_OK) break;
     /* CPUOffload: the reduce-scatter output is copied to the host, where the .grad shard lives */
@@ -742,21 +711,21 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
     bool cast = mp && gdt != MB_DTYPE_FLOAT;
     int32_t shard = fixed_slot(b, cast ? MB_CAT_TEMPORARY : MB_CAT_GRADIENT, host ? 0 : red,
                                cast ? "FSDP reduce-scatter output (reduce dtype)" : "FSDP sharded gradients");
-    if (shard < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, shard) ||
-        (clone >= 0 && add(b, &w, pos, 1, MB_PHASE_BACKWARD, clone)) ||
-        (clone >= 0 && add(b, &w, fsdp1 ? pos : clone_end(bgather, n_bgather, pos), 0, MB_PHASE_BACKWARD, clone))) {
+    if (shard < 0 || mb_weave_add(b, &w, pos, 1, MB_PHASE_BACKWARD, shard) ||
+        (clone >= 0 && mb_weave_add(b, &w, pos, 1, MB_PHASE_BACKWARD, clone)) ||
+        (clone >= 0 && mb_weave_add(b, &w, fsdp1 ? pos : clone_end(bgather, n_bgather, pos), 0, MB_PHASE_BACKWARD, clone))) {
       rc = nomem(b);
       break;
     }
     if (cast) { /* the fp32 .grad shards, the reduce dtype's output gone */
       int32_t f32 = fixed_slot(b, MB_CAT_GRADIENT, host ? 0 : final, "FSDP sharded gradients");
-      if (f32 < 0 || add(b, &w, pos, 1, MB_PHASE_BACKWARD, f32) || add(b, &w, pos, 0, MB_PHASE_BACKWARD, shard)) {
+      if (f32 < 0 || mb_weave_add(b, &w, pos, 1, MB_PHASE_BACKWARD, f32) || mb_weave_add(b, &w, pos, 0, MB_PHASE_BACKWARD, shard)) {
         rc = nomem(b);
         break;
       }
     }
     if (o->fsdp_version == 1) { /* FSDP1 frees the flat gradient after the collective */
-      if (add(b, &w, pos, 0, MB_PHASE_BACKWARD, in)) {
+      if (mb_weave_add(b, &w, pos, 0, MB_PHASE_BACKWARD, in)) {
         rc = nomem(b);
         break;
       }
@@ -764,9 +733,9 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
       rs_held = in;
     }
   }
-  if (rc == MB_OK && rs_held >= 0) rc = add(b, &w, 2 * (int64_t)bwd_end + 1, 0, MB_PHASE_BACKWARD, rs_held);
-  if (rc == MB_OK && root >= 0) rc = add(b, &w, 2 * (int64_t)bwd_end + 1, 0, MB_PHASE_BACKWARD, root);
-  if (rc == MB_OK) rc = weave_in(b, &w);
+  if (rc == MB_OK && rs_held >= 0) rc = mb_weave_add(b, &w, 2 * (int64_t)bwd_end + 1, 0, MB_PHASE_BACKWARD, rs_held);
+  if (rc == MB_OK && root >= 0) rc = mb_weave_add(b, &w, 2 * (int64_t)bwd_end + 1, 0, MB_PHASE_BACKWARD, root);
+  if (rc == MB_OK) rc = mb_weave_in(b, &w);
   free(w.at);
   return rc;
 }
@@ -775,7 +744,7 @@ static int fsdp_events(mb_builder *b, const wrapset *ws) {
  * them in step(); stages 2 and 3 copy each into the reduction buffer as backward makes it and
  * drop the whole gradients each time the buffer fills (reduce_bucket_size elements), the rest
  * when backward ends. */
-static int zero_grads(mb_builder *b, weave *w) {
+static int zero_grads(mb_builder *b, mb_weave *w) {
   const mb_dist_opts *o = &b->step->dist;
   mb_plan *p = b->p;
   const mb_model_state *ms = &b->ms[0];
@@ -800,10 +769,10 @@ static int zero_grads(mb_builder *b, weave *w) {
       uint64_t bytes = 0;
       mb_dtype_bytes(b->pure ? b->low : MB_DTYPE_FLOAT, (uint64_t)filled, &bytes);
       flat = fixed_slot(b, MB_CAT_TEMPORARY, bytes, "ZeRO flattened gradient bucket");
-      if (flat < 0 || add(b, w, 2 * (int64_t)i + 1, 1, MB_PHASE_BACKWARD, flat)) rc = nomem(b);
+      if (flat < 0 || mb_weave_add(b, w, 2 * (int64_t)i + 1, 1, MB_PHASE_BACKWARD, flat)) rc = nomem(b);
     }
-    for (int32_t k = 0; k < n_pending && rc == MB_OK; k++) rc = add(b, w, 2 * (int64_t)i + 1, 0, MB_PHASE_BACKWARD, pending[k]);
-    if (flat >= 0 && rc == MB_OK) rc = add(b, w, 2 * (int64_t)i + 1, 0, MB_PHASE_BACKWARD, flat);
+    for (int32_t k = 0; k < n_pending && rc == MB_OK; k++) rc = mb_weave_add(b, w, 2 * (int64_t)i + 1, 0, MB_PHASE_BACKWARD, pending[k]);
+    if (flat >= 0 && rc == MB_OK) rc = mb_weave_add(b, w, 2 * (int64_t)i + 1, 0, MB_PHASE_BACKWARD, flat);
     n_pending = 0;
     filled = 0;
   }
@@ -816,42 +785,12 @@ static int zero_grads(mb_builder *b, weave *w) {
     uint64_t bytes = 0;
     mb_dtype_bytes(b->pure ? b->low : MB_DTYPE_FLOAT, (uint64_t)filled, &bytes);
     flat = fixed_slot(b, MB_CAT_TEMPORARY, bytes, "ZeRO flattened gradient bucket");
-    if (flat < 0 || add(b, w, 2 * (int64_t)at + 1, 1, phase, flat)) rc = nomem(b);
+    if (flat < 0 || mb_weave_add(b, w, 2 * (int64_t)at + 1, 1, phase, flat)) rc = nomem(b);
   }
-  for (int32_t k = 0; k < n_pending && rc == MB_OK && at >= 0; k++) rc = add(b, w, 2 * (int64_t)at + 1, 0, phase, pending[k]);
-  if (flat >= 0 && rc == MB_OK) rc = add(b, w, 2 * (int64_t)at + 1, 0, phase, flat);
+  for (int32_t k = 0; k < n_pending && rc == MB_OK && at >= 0; k++) rc = mb_weave_add(b, w, 2 * (int64_t)at + 1, 0, phase, pending[k]);
+  if (flat >= 0 && rc == MB_OK) rc = mb_weave_add(b, w, 2 * (int64_t)at + 1, 0, phase, flat);
   free(freed);
   free(pending);
-  return rc;
-}
-
-static int weave_in(mb_builder *b, weave *w) {
-  mb_plan *p = b->p;
-  int rc = MB_OK;
-  if (w->n) {
-    qsort(w->at, (size_t)w->n, sizeof *w->at, by_pos);
-    int32_t n = p->n_ev + w->n;
-    mb_event_rec *ev = malloc((size_t)n * sizeof *ev);
-    if (!ev) {
-      rc = nomem(b);
-    } else {
-      int32_t k = 0, j = 0;
-      int32_t *marks[3] = {&p->step_end, &p->eval_fwd_first, &p->eval_fwd_end}, moved[3];
-      for (int m = 0; m < 3; m++) moved[m] = *marks[m] >= p->n_ev ? n : *marks[m];
-      for (int32_t i = 0; i < p->n_ev; i++) {
-        for (int m = 0; m < 3; m++) /* the evaluation's event indices follow their events */
-          if (*marks[m] == i) moved[m] = k;
-        while (j < w->n && w->at[j].pos == 2 * (int64_t)i) ev[k++] = w->at[j++].ev;
-        ev[k++] = p->ev[i];
-        while (j < w->n && w->at[j].pos == 2 * (int64_t)i + 1) ev[k++] = w->at[j++].ev;
-      }
-      while (j < w->n) ev[k++] = w->at[j++].ev;
-      free(p->ev);
-      p->ev = ev;
-      p->n_ev = p->cap_ev = n;
-      for (int m = 0; m < 3; m++) *marks[m] = moved[m];
-    }
-  }
   return rc;
 }
 

@@ -19,6 +19,7 @@
 #include "graph/dtype.h"
 #include "graph/origin.h"
 #include "sim/build.h"
+#include "sim/weave.h"
 
 static int nomem(mb_builder *b) { return b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory"); }
 
@@ -41,20 +42,13 @@ typedef struct point {
   int32_t t;          /* trace entry */
 } point;
 
-typedef struct insert {
-  int64_t pos;
-  int32_t seq;
-  mb_event_rec ev;
-} insert;
-
 typedef struct z3 {
   mb_builder *b;
   z3mod *m;
   int32_t n_mod;
   use *trace;
   int32_t n_trace;
-  insert *at;
-  int32_t n_at, cap_at;
+  mb_weave w;         /* the gathers and releases, woven into the step at the end */
   int64_t available;  /* elements gathered */
 } z3;
 
@@ -64,23 +58,8 @@ static int by_point(const void *x, const void *y) {
   return (a->seq > b->seq) - (a->seq < b->seq);
 }
 
-static int by_insert(const void *x, const void *y) {
-  const insert *a = x, *b = y;
-  if (a->pos != b->pos) return a->pos < b->pos ? -1 : 1;
-  return (a->seq > b->seq) - (a->seq < b->seq);
-}
-
 static int add(z3 *z, int64_t pos, int alloc, int phase, int32_t slot) {
-  if (z->n_at == z->cap_at) {
-    int32_t cap = z->cap_at ? z->cap_at * 2 : 128;
-    insert *grown = realloc(z->at, (size_t)cap * sizeof *grown);
-    if (!grown) return nomem(z->b);
-    z->at = grown;
-    z->cap_at = cap;
-  }
-  z->at[z->n_at] = (insert){pos, z->n_at, {(uint8_t)alloc, (uint8_t)phase, 0, slot, -1}};
-  z->n_at++;
-  return MB_OK;
+  return mb_weave_add(z->b, &z->w, pos, alloc, phase, slot);
 }
 
 static int gather(z3 *z, int32_t k, int64_t pos, int phase) {
@@ -152,29 +131,6 @@ static bool contains(const char *prefix, const char *path) {
   return !n || (!strncmp(prefix, path, n) && (path[n] == '\0' || path[n] == '.'));
 }
 
-static int weave(z3 *z) {
-  mb_plan *p = z->b->p;
-  if (!z->n_at) return MB_OK;
-  qsort(z->at, (size_t)z->n_at, sizeof *z->at, by_insert);
-  int32_t n = p->n_ev + z->n_at, k = 0, j = 0;
-  mb_event_rec *ev = malloc((size_t)n * sizeof *ev);
-  if (!ev) return nomem(z->b);
-  int32_t *marks[3] = {&p->step_end, &p->eval_fwd_first, &p->eval_fwd_end}, moved[3];
-  for (int m = 0; m < 3; m++) moved[m] = *marks[m] >= p->n_ev ? n : *marks[m];
-  for (int32_t i = 0; i < p->n_ev; i++) {
-    for (int m = 0; m < 3; m++)
-      if (*marks[m] == i) moved[m] = k;
-    while (j < z->n_at && z->at[j].pos == 2 * (int64_t)i) ev[k++] = z->at[j++].ev;
-    ev[k++] = p->ev[i];
-    while (j < z->n_at && z->at[j].pos == 2 * (int64_t)i + 1) ev[k++] = z->at[j++].ev;
-  }
-  while (j < z->n_at) ev[k++] = z->at[j++].ev;
-  free(p->ev);
-  p->ev = ev;
-  p->n_ev = p->cap_ev = n;
-  for (int m = 0; m < 3; m++) *marks[m] = moved[m];
-  return MB_OK;
-}
 
 static int schedule(z3 *z, const char **node_path) {
   mb_builder *b = z->b;
@@ -249,7 +205,7 @@ static int schedule(z3 *z, const char **node_path) {
     rc = pt[i].kind ? fetch(z, pt[i].t, pt[i].pos, &queue) : release_use(z, pt[i].t, pt[i].pos);
   for (int32_t k = 0; k < z->n_mod && rc == MB_OK; k++) rc = release(z, k, 2 * (int64_t)bwd_end + 1, MB_PHASE_BACKWARD);
   free(pt);
-  return rc == MB_OK ? weave(z) : rc;
+  return rc == MB_OK ? mb_weave_in(z->b, &z->w) : rc;
 }
 
 int mb_dist_zero3_events(mb_builder *b) {
@@ -296,6 +252,6 @@ int mb_dist_zero3_events(mb_builder *b) {
     z.m[k].numel += (int64_t)ct->numel;
   }
   int rc = schedule(&z, node_path);
-  free(z.at);
+  free(z.w.at);
   return rc;
 }
