@@ -13,21 +13,8 @@ import os
 import subprocess
 import sys
 
-
-def varint(v):
-    v &= (1 << 64) - 1
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def field(num, payload):  # length-delimited field
-    if isinstance(payload, str):
-        payload = payload.encode()
-    return varint(num << 3 | 2) + varint(len(payload)) + payload
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from protowire import field, varint  # noqa: E402
 
 
 def vfield(num, value):  # varint field

@@ -11,9 +11,13 @@ symlinks and directories the external-data cases point at cannot live in git: th
 (hostile.c) creates them beside the model at run time, as manifest.tsv's fixture= says."""
 import argparse
 import os
+import sys
 
 import onnx
 from onnx import TensorProto, helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from protowire import field, varint  # noqa: E402
 
 INT64_MAX = (1 << 63) - 1
 OPSET = [helper.make_opsetid("", 17)]
@@ -33,21 +37,6 @@ def relu_graph(name="g", dims=("batch", 4), dtype=TensorProto.FLOAT, inits=()):
     return helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], name,
                              [vi("x", dtype, list(dims))], [vi("y", dtype, list(dims))],
                              initializer=list(inits))
-
-
-def varint(v):
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def field(num, payload):  # a length-delimited field
-    if isinstance(payload, str):
-        payload = payload.encode()
-    return varint(num << 3 | 2) + varint(len(payload)) + payload
 
 
 def vfield(num, value):  # a varint field
