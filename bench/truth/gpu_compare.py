@@ -16,12 +16,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-RESULTS = os.path.join(HERE, "results")
+sys.path.insert(0, HERE)
+from compare import ROOT, RESULTS, err, predict  # noqa: E402
 
 # targets of issue 17
 ALLOC_MAX_ERR, RESERVED_MAX_ERR, DEVICE_MAX_ERR, BATCH_MAX_ERR = 3.0, 5.0, 5.0, 5.0
@@ -71,14 +70,7 @@ def membudget_args(c):
 
 
 def estimate(cli, args):
-    p = subprocess.run([cli, "estimate", *args, "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    if p.returncode not in (0, 3):
-        raise RuntimeError("membudget estimate %s: exit %d: %s" % (" ".join(args), p.returncode, p.stderr.strip()))
-    return json.loads(p.stdout)["budget"]
-
-
-def err(pred, truth):
-    return 100.0 * (pred - truth) / truth if truth else float("nan")
+    return predict(cli, {"membudget_args": args})
 
 
 def case_name(c):
