@@ -46,6 +46,11 @@ typedef struct est {
   int64_t run_batch;    /* the batch of the last successful run, -1: none */
   mb_run run;           /* its result */
   int64_t bytes_batch;  /* the batch whose per-event bytes `bytes` holds, -1: none */
+  bool run_inferred;    /* that run inferred its shapes */
+  mb_lines *lines;      /* a search's shapes as lines in the batch (NULL: always inferred) */
+  bool used_lines;      /* a probe took its shapes from them */
+  int64_t probe_batch;  /* the last probe that fit, -1: none; its allocator model's figures: */
+  mb_reserved probe_rr, probe_loop;
 } est;
 
 /* allowance: fragmentation is that fraction of the reserved peak; segments are 2 MiB */
@@ -145,34 +150,63 @@ static void fill(const est *x, int64_t batch, const mb_run *r, const mb_reserved
  * figures (the slope) */
 enum run_kind { RUN_FULL, RUN_PROBE, RUN_ALLOCATED };
 
-/* One run; shape errors that only mean "this batch is absurdly large" count as not fitting. */
+/* One run; shape errors that only mean "this batch is absurdly large" count as not fitting.
+ * Probes and the slope take shapes from the search's lines where fitted; the budget's own run
+ * infers them, which checks the lines once more at the answer. */
 static int eval(est *x, int64_t batch, int kind, mb_budget *bu, mb_diag *d) {
   mb_run r;
   mb_reserved rr, loop;
-  bool reserve = x->res && kind != RUN_ALLOCATED;
-  if (x->run_batch == batch && (!reserve || x->bytes_batch == batch)) {
-    r = x->run;
-  } else {
-    x->run_batch = -1;
-    if (reserve) x->bytes_batch = -1;
-    if (mb_setup_plan_run(x->p, x->s, batch, &r, reserve ? x->bytes : NULL, NULL, d) != MB_OK) return d->status;
-    x->run_batch = batch;
-    x->run = r;
-    if (reserve) x->bytes_batch = batch;
-  }
-  if (reserve && x->step_bytes) /* the step alone: the evaluation's requests left out */
-    for (int32_t i = 0; i < x->p->n_ev; i++) x->step_bytes[i] = x->p->ev[i].phase == MB_PHASE_EVAL ? 0 : x->bytes[i];
-  uint64_t give_up = 0; /* a probe: reserved above usable - context cannot fit */
+  bool reserve = x->res && kind != RUN_ALLOCATED, use_lines = x->lines && kind != RUN_FULL;
+  /* a probe: the live bytes or reserved memory above usable - context cannot fit (reserved
+   * memory is never below the live bytes, so a run can stop there) */
+  uint64_t give_up = 0;
   if (kind == RUN_PROBE && x->s->train.device_memory) {
     uint64_t usable = (uint64_t)((double)x->s->train.device_memory * x->s->train.utilization);
     uint64_t context = mb_train_context(&x->s->train, NULL, 0);
     give_up = usable > context ? usable - context : 1;
   }
-  if (reserve && mb_reserve_run(x->res, x->step_bytes ? x->step_bytes : x->bytes, false, give_up, &rr, d) != MB_OK)
-    return d->status;
-  if (reserve && x->step_bytes && mb_reserve_run(x->res, x->bytes, false, give_up, &loop, d) != MB_OK)
-    return d->status;
+  if (x->run_batch == batch && (!reserve || x->bytes_batch == batch) && (use_lines || x->run_inferred)) {
+    r = x->run;
+  } else {
+    x->run_batch = -1;
+    if (reserve) x->bytes_batch = -1;
+    mb_step step;
+    mb_setup_step(x->s, &step);
+    if (mb_plan_run_lines(x->p, &step, batch, x->lines, use_lines, give_up, &r, reserve ? x->bytes : NULL, NULL,
+                          d) != MB_OK)
+      return d->status;
+    if (r.shapes_from_lines) x->used_lines = true;
+    if (!r.stopped) { /* a stopped run's figures and bytes are partial: never reused */
+      x->run_batch = batch;
+      x->run = r;
+      x->run_inferred = !r.shapes_from_lines;
+      if (reserve) x->bytes_batch = batch;
+    }
+  }
+  if (give_up && (r.stopped || r.peak > give_up)) {
+    memset(bu, 0, sizeof *bu);
+    bu->fits = 0;
+    return MB_OK;
+  }
+  /* the answer's budget after its probe: the same shapes (inferred again, on the lines) give
+   * the same bytes, and a probe that fits ran the allocator model to the end */
+  bool same = reserve && x->probe_batch == batch && !(x->lines && mb_lines_state(x->lines) == MB_LINES_BROKEN);
+  if (same) {
+    rr = x->probe_rr;
+    loop = x->probe_loop;
+  } else if (reserve) {
+    if (x->step_bytes) /* the step alone: the evaluation's requests left out */
+      for (int32_t i = 0; i < x->p->n_ev; i++) x->step_bytes[i] = x->p->ev[i].phase == MB_PHASE_EVAL ? 0 : x->bytes[i];
+    if (mb_reserve_run(x->res, x->step_bytes ? x->step_bytes : x->bytes, false, give_up, &rr, d) != MB_OK)
+      return d->status;
+    if (x->step_bytes && mb_reserve_run(x->res, x->bytes, false, give_up, &loop, d) != MB_OK) return d->status;
+  }
   fill(x, batch, &r, reserve ? &rr : NULL, reserve && x->step_bytes ? &loop : NULL, bu);
+  if (kind == RUN_PROBE && reserve && !same && bu->fits == 1) {
+    x->probe_batch = batch;
+    x->probe_rr = rr;
+    x->probe_loop = loop;
+  }
   return MB_OK;
 }
 
@@ -220,6 +254,62 @@ static int slope(est *x, mb_budget *bu, mb_diag *d) {
   return MB_OK;
 }
 
+/* The largest batch in [batch_min, batch_max] that fits, by bisection (batch_min when none
+ * does), then down to a multiple of batch_multiple; *above: the batch above the bisection's
+ * answer, which it found not to fit (-1: none). */
+static int search(est *x, int64_t batch_max, int64_t *best, int64_t *above, mb_diag *d) {
+  const mb_train *tr = &x->s->train;
+  bool ok = false;
+  *above = -1;
+  if (fits_at(x, tr->batch_min, &ok, d) != MB_OK) return d->status;
+  *best = tr->batch_min;
+  if (!ok) return MB_OK;
+  bool top = false;
+  if (fits_at(x, batch_max, &top, d) != MB_OK) return d->status;
+  if (top) {
+    *best = batch_max;
+  } else {
+    int64_t lo = tr->batch_min, hi = batch_max; /* fits(lo), !fits(hi) */
+    while (hi - lo > 1) {
+      int64_t mid = lo + (hi - lo) / 2;
+      bool f = false;
+      if (fits_at(x, mid, &f, d) != MB_OK) return d->status;
+      if (f) lo = mid;
+      else hi = mid;
+    }
+    *best = lo;
+    *above = hi;
+  }
+  int64_t m = tr->batch_multiple;
+  if (m > 1 && *best / m * m >= tr->batch_min) *best = *best / m * m;
+  return MB_OK;
+}
+
+/* The search, and the budget at its answer. Where probes took shapes from lines, the shapes
+ * are inferred at both sides of the answer's boundary (the budget's run at the answer, and
+ * the batch above it): off their lines there, the search is done again with every probe's
+ * shapes inferred. So the answer fits and the batch above it does not, as inference has it. */
+static int search_and_fill(est *x, int64_t batch_max, mb_budget *bu, mb_diag *d) {
+  int64_t best = 0, above = -1;
+  if (search(x, batch_max, &best, &above, d) != MB_OK) return d->status;
+  if (x->used_lines && above > 0) {
+    mb_step step;
+    mb_setup_step(x->s, &step);
+    mb_diag local;
+    mb_diag_init(&local);
+    /* an absurd size there: not fitting, as the probe said */
+    if (mb_plan_check_lines(x->p, &step, above, x->lines, &local) != MB_OK && local.status != MB_E_LIMIT)
+      return mb_fail(d, local.status, "%s", local.msg);
+  }
+  if (eval(x, best, RUN_FULL, bu, d) != MB_OK) return d->status;
+  if (!x->used_lines || mb_lines_state(x->lines) != MB_LINES_BROKEN) return MB_OK;
+  mb_lines_free(x->lines);
+  x->lines = NULL;
+  x->used_lines = false;
+  x->run_batch = x->bytes_batch = x->probe_batch = -1;
+  return search_and_fill(x, batch_max, bu, d);
+}
+
 static int solve(est *x, mb_budget *bu, mb_diag *d) {
   const mb_setup *s = x->s;
   const mb_train *tr = &s->train;
@@ -239,35 +329,38 @@ static int solve(est *x, mb_budget *bu, mb_diag *d) {
     return mb_fail(d, MB_E_INVALID_ARG,
                    "no device memory to solve the batch size for: give a GPU (--gpu) or its memory "
                    "(--device-memory), or a batch size (--batch)");
-  bool ok = false;
-  if (fits_at(x, tr->batch_min, &ok, d) != MB_OK) return d->status;
-  int64_t best = tr->batch_min;
-  if (ok) {
-    bool top = false;
-    if (fits_at(x, batch_max, &top, d) != MB_OK) return d->status;
-    if (top) {
-      best = batch_max;
-    } else {
-      int64_t lo = tr->batch_min, hi = batch_max; /* fits(lo), !fits(hi) */
-      while (hi - lo > 1) {
-        int64_t mid = lo + (hi - lo) / 2;
-        bool f = false;
-        if (fits_at(x, mid, &f, d) != MB_OK) return d->status;
-        if (f) lo = mid;
-        else hi = mid;
-      }
-      best = lo;
-    }
-    int64_t m = tr->batch_multiple;
-    if (m > 1 && best / m * m >= tr->batch_min) best = best / m * m;
-  }
-  if (eval(x, best, RUN_FULL, bu, d) != MB_OK) return d->status;
+  if (search_and_fill(x, batch_max, bu, d) != MB_OK) return d->status;
   bu->solved = 1;
   return slope(x, bu, d);
 }
 
+/* Lines for the values the plan's slots are sized from (an evaluation's slot from the
+ * evaluation's graph, or the model's where it runs at the training batch). */
+static mb_lines *new_lines(const mb_plan *p, const int32_t n_values[3]) {
+  mb_lines *l = mb_lines_new(n_values);
+  bool *used[3] = {NULL, NULL, NULL};
+  int rc = l ? MB_OK : MB_E_NOMEM;
+  for (int g = 0; g < 3 && rc == MB_OK; g++)
+    if (!(used[g] = calloc((size_t)n_values[g] + 1, sizeof *used[g]))) rc = MB_E_NOMEM;
+  for (int32_t i = 0; i < p->n_slots && rc == MB_OK; i++) {
+    const mb_slot *sl = &p->slots[i];
+    if (sl->rule == MB_SZ_ZERO || sl->rule == MB_SZ_FIXED || sl->ref < 0) continue;
+    if (sl->eval && n_values[2]) used[2][sl->ref] = true;
+    used[sl->eval ? 0 : sl->model][sl->ref] = true;
+  }
+  for (int g = 0; g < 3 && rc == MB_OK; g++)
+    if (n_values[g]) rc = mb_lines_use(l, g, used[g]);
+  if (rc == MB_OK) mb_plan_seed_lines(p, l);
+  for (int g = 0; g < 3; g++) free(used[g]);
+  if (rc != MB_OK) {
+    mb_lines_free(l);
+    return NULL;
+  }
+  return l;
+}
+
 int mb_estimate_plan(const mb_plan *p, mb_setup *s, mb_budget *bu, mb_diag *d) {
-  est x = {.p = p, .s = s, .run_batch = -1, .bytes_batch = -1};
+  est x = {.p = p, .s = s, .run_batch = -1, .bytes_batch = -1, .probe_batch = -1};
   if (s->train.reserved_model == MB_RESERVED_ALLOCATOR) {
     x.bytes = malloc(((size_t)p->n_ev + 1) * sizeof *x.bytes);
     if (p->eval_batch) x.step_bytes = malloc(((size_t)p->n_ev + 1) * sizeof *x.step_bytes);
@@ -282,7 +375,17 @@ int mb_estimate_plan(const mb_plan *p, mb_setup *s, mb_budget *bu, mb_diag *d) {
       return d->status;
     }
   }
+  /* a search runs the plan at many batches; per-sample dims (batches of graphs) are sums over
+   * a table, not lines */
+  mb_shape_inputs in;
+  mb_setup_shape_inputs(s, &in);
+  if (s->batch < 0 && !mb_batching_num_sample_dims(in.batching)) {
+    const int32_t n_values[3] = {p->model->graph->n_values, p->teacher ? p->teacher->graph->n_values : 0,
+                                 p->eval_batch ? p->model->graph->n_values : 0};
+    x.lines = new_lines(p, n_values); /* none (out of memory): shapes inferred at every probe */
+  }
   solve(&x, bu, d);
+  mb_lines_free(x.lines);
   mb_reserve_free(x.res);
   free(x.bytes);
   free(x.step_bytes);

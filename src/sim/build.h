@@ -70,6 +70,7 @@ typedef struct mb_builder {
   int loss;               /* enum mb_loss, resolved */
   int8_t class_axis;
   int32_t n_segments;
+  int64_t batch;          /* the batch the model's shapes were inferred at */
 } mb_builder;
 
 /* The slot of the trained model's value v when it is a parameter or an embedding of fixed size

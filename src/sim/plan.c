@@ -807,6 +807,7 @@ static int shapes_for_plan(mb_builder *b, int model) {
    * A graph-size table of one graph allows no batch of two. */
   int64_t batch = b->step->batch_max < 2 || mb_batching_limit(b->step->shapes.batching) < 2 ||
                   (b->step->batch == 1 && records_aten_ops(ms->m->graph)) ? 1 : 2;
+  if (model == 0) b->batch = batch;
   if (mb_shapes_run(ms->m, &b->step->shapes, batch, &ms->shapes) != MB_OK)
     return mb_fail(b->d, mb_shapes_status(ms->shapes), "%s%s", model ? "teacher: " : "",
                    mb_shapes_errmsg(ms->shapes));
@@ -920,7 +921,10 @@ int mb_plan_build(const mb_model *m, const mb_step *step, mb_plan **out, mb_diag
   if (d->status == MB_OK) mb_emit_step(&b);
   if (d->status == MB_OK) mb_dist_events(&b);
   if (d->status == MB_OK) mb_dist_eval_events(&b);
-  for (int k = 0; k < 3; k++) mb_shapes_free(b.ms[k].shapes);
+  /* the model's and the teacher's shapes at the plan's batch are a run's too (sim/lines.h) */
+  p->shapes_batch = b.batch;
+  for (int k = 0; k < 2; k++) p->shapes[k] = b.ms[k].shapes;
+  mb_shapes_free(b.ms[MB_MS_EVAL].shapes);
   mb_arena_destroy(&b.a);
   if (d->status != MB_OK) {
     mb_plan_free(p);
@@ -932,6 +936,7 @@ int mb_plan_build(const mb_model *m, const mb_step *step, mb_plan **out, mb_diag
 
 void mb_plan_free(mb_plan *p) {
   if (!p) return;
+  for (int k = 0; k < 2; k++) mb_shapes_free(p->shapes[k]);
   free(p->slots);
   free(p->ev);
   free(p);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "membudget/membudget.h"
+#include "sim/lines.h"
 #include "sim/step.h"
 #include "util/diag.h"
 
@@ -72,6 +73,10 @@ typedef struct mb_plan {
                          * has returned; level_after_optimizer is read there) */
   int32_t eval_fwd_first, eval_fwd_end; /* events of the evaluation batch and its forward */
   char note[512];       /* what was assumed (loss chosen, ...) */
+  /* the model's and the teacher's (NULL: none) shapes the plan was built from, at shapes_batch:
+   * those of a run at that batch, which a batch-size search starts its lines with */
+  mb_shapes *shapes[2];
+  int64_t shapes_batch;
 } mb_plan;
 
 /* Device bytes of a tensor: rounded up to the allocator's block (rounding <= 1: exact). */
@@ -95,6 +100,9 @@ typedef struct mb_run {
   uint64_t teacher_transient;
   uint64_t first_step_peak;
   int32_t assumed;                    /* default bounds taken for data-dependent sizes */
+  bool shapes_from_lines;             /* shapes came from lines, not inference */
+  bool stopped;                       /* the live bytes passed stop_above: the run stopped there
+                                       * (peak is that level; the other figures are partial) */
   uint64_t phase_end[MB_PHASE_COUNT]; /* live when the step leaves each phase (after its last
                                        * event; a phase without events: the level it is passed at) */
   /* the evaluation phase (not part of the peaks above) */
@@ -109,4 +117,15 @@ typedef struct mb_run {
  * block). bytes/live: optional per-event arrays (n_ev entries) for a trace. */
 int mb_plan_run(const mb_plan *p, const mb_step *step, int64_t batch, mb_run *r, uint64_t *bytes,
                 uint64_t *live, mb_diag *d);
+/* The same with shapes as lines in the batch (sim/lines.h): runs that infer shapes feed lines;
+ * with use_lines, a run takes its shapes from them where they are fitted. stop_above (0: none):
+ * a run with shapes from the lines may stop once the live bytes pass it (a batch-size probe
+ * that cannot fit); one that infers them runs whole, to be kept. */
+int mb_plan_run_lines(const mb_plan *p, const mb_step *step, int64_t batch, mb_lines *lines, bool use_lines,
+                      uint64_t stop_above, mb_run *r, uint64_t *bytes, uint64_t *live, mb_diag *d);
+/* Feed lines the shapes the plan was built from (a run's at p->shapes_batch). */
+void mb_plan_seed_lines(const mb_plan *p, mb_lines *lines);
+/* Infer the shapes of a run at batch and feed them to lines, which checks them: where they
+ * hold, a run from the lines at that batch is the inferred one. */
+int mb_plan_check_lines(const mb_plan *p, const mb_step *step, int64_t batch, mb_lines *lines, mb_diag *d);
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "shape/infer.h"
+#include "sim/lines.h"
 #include "sim/plan.h"
 
 static uint64_t elems(const mb_slot *s, const mb_tinfo *t) {
@@ -49,40 +50,100 @@ static bool sized(const mb_slot *sl, const mb_tinfo *t, uint64_t rounding, uint6
   return true;
 }
 
-int mb_plan_run(const mb_plan *p, const mb_step *step, int64_t batch, mb_run *r, uint64_t *bytes_out,
-                uint64_t *live_out, mb_diag *d) {
-  memset(r, 0, sizeof *r);
+#define UNSIZED UINT64_MAX /* a slot not sized yet (sizes never pass 2^62) */
+
+/* Size slot i into size[i] and add it to the run's tagged sums; false (d says why) when its
+ * copies overflow: a batch absurdly large, which the solve counts as not fitting. */
+static bool size_slot(const mb_plan *p, int32_t i, const mb_tinfo *const t[3], const mb_tinfo *t_eval,
+                      uint64_t rounding, int64_t batch, mb_run *r, uint64_t *size, mb_diag *d) {
+  const mb_slot *sl = &p->slots[i];
+  uint64_t one = 0;
+  if (!sized(sl, sl->eval ? t_eval : t[sl->model], rounding, &one, &size[i])) {
+    mb_fail(d, MB_E_LIMIT, "at batch %lld: %u copies of '%s' overflow", (long long)batch, (unsigned)sl->copies,
+            sl->name ? sl->name : "a tensor");
+    return false;
+  }
+  r->tagged[sl->tag] += one;
+  if (sl->tag == MB_TAG_TEACHER_CACHE) r->teacher_cache_resident += size[i];
+  return true;
+}
+
+/* The shapes of each graph the run sizes: from lines where they hold them (use_lines), else
+ * inferred (and fed to the lines). sh[k] owns inferred shapes. */
+static int run_shapes(const mb_plan *p, const mb_step *step, int64_t batch, mb_lines *lines, bool use_lines,
+                      mb_shapes *sh[3], const mb_tinfo *t[3], mb_run *r, mb_diag *d) {
   /* the model and the teacher at the training batch; the evaluation's forward at its own batch
    * (shapes inferred again, not scaled: sizes need not be linear in the batch) */
   int64_t eval_batch = p->eval_batch < 0 ? batch : p->eval_batch;
   const mb_model *models[3] = {p->model, p->teacher, p->eval_batch && eval_batch != batch ? p->model : NULL};
   const int64_t batches[3] = {batch, batch, eval_batch};
   static const char *const who[3] = {"", "teacher ", "evaluation "};
-  mb_shapes *sh[3] = {NULL, NULL, NULL};
-  const mb_tinfo *t[3] = {NULL, NULL, NULL};
-  for (int k = 0; k < 3 && d->status == MB_OK; k++) {
-    if (!models[k]) continue;
-    if (mb_shapes_run(models[k], &step->shapes, batches[k], &sh[k]) != MB_OK) {
-      mb_fail(d, mb_shapes_status(sh[k]), "%sat batch %lld: %s", who[k], (long long)batches[k],
-              mb_shapes_errmsg(sh[k]));
-      break;
+  r->eval_batch = p->eval_batch ? eval_batch : 0;
+  if (lines && use_lines) {
+    char msg[160];
+    int rc = MB_OK;
+    for (int k = 0; k < 3 && rc == MB_OK; k++)
+      if (models[k]) rc = mb_lines_at(lines, k, batches[k], &t[k], msg, sizeof msg);
+    if (rc == MB_E_LIMIT) return mb_fail(d, MB_E_LIMIT, "%s", msg);
+    if (rc == MB_OK) {
+      r->assumed = mb_lines_assumed(lines);
+      r->shapes_from_lines = true;
+      return MB_OK;
     }
+  }
+  for (int k = 0; k < 3; k++) {
+    t[k] = NULL;
+    if (!models[k]) continue;
+    if (mb_shapes_run(models[k], &step->shapes, batches[k], &sh[k]) != MB_OK)
+      return mb_fail(d, mb_shapes_status(sh[k]), "%sat batch %lld: %s", who[k], (long long)batches[k],
+                     mb_shapes_errmsg(sh[k]));
     t[k] = mb_shapes_tinfo(sh[k]);
     if (k < 2) r->assumed += mb_shapes_assumed(sh[k])->n;
   }
+  if (lines) mb_lines_feed(lines, t, batches, r->assumed);
+  return MB_OK;
+}
+
+void mb_plan_seed_lines(const mb_plan *p, mb_lines *lines) {
+  if (!p->shapes[0]) return;
+  const mb_tinfo *t[3] = {mb_shapes_tinfo(p->shapes[0]), p->shapes[1] ? mb_shapes_tinfo(p->shapes[1]) : NULL, NULL};
+  const int64_t batches[3] = {p->shapes_batch, p->shapes_batch, 0};
+  int32_t assumed = 0;
+  for (int k = 0; k < 2; k++)
+    if (p->shapes[k]) assumed += mb_shapes_assumed(p->shapes[k])->n;
+  mb_lines_feed(lines, t, batches, assumed);
+}
+
+int mb_plan_check_lines(const mb_plan *p, const mb_step *step, int64_t batch, mb_lines *lines, mb_diag *d) {
+  mb_shapes *sh[3] = {NULL, NULL, NULL};
+  const mb_tinfo *t[3] = {NULL, NULL, NULL};
+  mb_run r;
+  memset(&r, 0, sizeof r);
+  run_shapes(p, step, batch, lines, false, sh, t, &r, d);
+  for (int k = 0; k < 3; k++) mb_shapes_free(sh[k]);
+  return d->status;
+}
+
+int mb_plan_run(const mb_plan *p, const mb_step *step, int64_t batch, mb_run *r, uint64_t *bytes_out,
+                uint64_t *live_out, mb_diag *d) {
+  return mb_plan_run_lines(p, step, batch, NULL, false, 0, r, bytes_out, live_out, d);
+}
+
+int mb_plan_run_lines(const mb_plan *p, const mb_step *step, int64_t batch, mb_lines *lines, bool use_lines,
+                      uint64_t stop_above, mb_run *r, uint64_t *bytes_out, uint64_t *live_out, mb_diag *d) {
+  memset(r, 0, sizeof *r);
+  mb_shapes *sh[3] = {NULL, NULL, NULL};
+  const mb_tinfo *t[3] = {NULL, NULL, NULL};
+  run_shapes(p, step, batch, lines, use_lines, sh, t, r, d);
+  if (!r->shapes_from_lines) stop_above = 0; /* shapes worth inferring are worth a whole run */
   const mb_tinfo *t_eval = t[2] ? t[2] : t[0];
-  r->eval_batch = p->eval_batch ? eval_batch : 0;
   uint64_t *size = d->status == MB_OK ? malloc(((size_t)p->n_slots + 1) * sizeof *size) : NULL;
   if (!size && d->status == MB_OK) mb_fail(d, MB_E_NOMEM, "out of memory");
-  for (int32_t i = 0; i < p->n_slots && d->status == MB_OK; i++) {
-    const mb_slot *sl = &p->slots[i];
-    uint64_t one = 0;
-    if (!sized(sl, sl->eval ? t_eval : t[sl->model], step->rounding, &one, &size[i]))
-      mb_fail(d, MB_E_LIMIT, "at batch %lld: %u copies of '%s' overflow", (long long)batch, (unsigned)sl->copies,
-              sl->name ? sl->name : "a tensor");
-    r->tagged[sl->tag] += one;
-    if (sl->tag == MB_TAG_TEACHER_CACHE) r->teacher_cache_resident += size[i];
-  }
+  /* a run that may stop sizes each slot when the scan first meets it (a probe far past the
+   * device stops within its first layers), and the rest only if it gets to the end */
+  for (int32_t i = 0; i < p->n_slots && d->status == MB_OK; i++)
+    if (stop_above) size[i] = UNSIZED;
+    else size_slot(p, i, t, t_eval, step->rounding, batch, r, size, d);
   if (d->status != MB_OK) {
     free(size);
     for (int k = 0; k < 3; k++) mb_shapes_free(sh[k]);
@@ -116,10 +177,16 @@ int mb_plan_run(const mb_plan *p, const mb_step *step, int64_t batch, mb_run *r,
     if (p->eval_batch && i == p->eval_fwd_first) eval_base = live;
     if (p->eval_batch && i == p->step_end) step_end = live;
     const mb_slot *sl = &p->slots[e->slot];
+    if (size[e->slot] == UNSIZED && !size_slot(p, e->slot, t, t_eval, step->rounding, batch, r, size, d)) break;
     uint64_t b = size[e->slot];
     if (e->alloc) {
       live += b;
       cat[sl->category] += b;
+      if (stop_above && live > stop_above) { /* a probe that cannot fit: the rest is moot */
+        r->stopped = true;
+        r->peak = live;
+        break;
+      }
     } else {
       live -= b;
       cat[sl->category] -= b;
@@ -145,6 +212,13 @@ int mb_plan_run(const mb_plan *p, const mb_step *step, int64_t batch, mb_run *r,
       r->teacher_transient = live - teacher_base;
     uint64_t first = e->phase < MB_PHASE_OPTIMIZER && !p->states_at_init ? live - cat[MB_CAT_OPTIMIZER] : live;
     if (first > r->first_step_peak) r->first_step_peak = first;
+  }
+  for (int32_t i = 0; i < p->n_slots && stop_above && !r->stopped && d->status == MB_OK; i++)
+    if (size[i] == UNSIZED) size_slot(p, i, t, t_eval, step->rounding, batch, r, size, d);
+  if (d->status != MB_OK) {
+    free(size);
+    for (int k = 0; k < 3; k++) mb_shapes_free(sh[k]);
+    return d->status;
   }
   for (int ph = prev + 1; ph < MB_PHASE_EVAL; ph++) /* phases without events (SGD's step) */
     if (live > r->phase_peak[ph]) r->phase_peak[ph] = live;

@@ -483,6 +483,11 @@ int mb_module_holds(mb_builder *b, int model, mb_hold **out, int32_t *n_out) {
       if (ms->ln[i].out[j] >= 0) producer[ms->ln[i].out[j]] = i;
 
   int32_t n = 0;
+  /* the last module run scanned: lnodes up to run_end are in the module run_name[0..run_len)
+   * (a layer's inputs enter it at many nodes; scanning to its end for each was quadratic) */
+  const char *run_name = NULL;
+  size_t run_len = 0;
+  int32_t run_end = -1;
   for (int32_t c = 0; c < ms->n_ln; c++) {
     const char *cn = lnode_name(ms, c);
     if (!cn) continue;
@@ -496,11 +501,18 @@ int mb_module_holds(mb_builder *b, int model, mb_hold **out, int32_t *n_out) {
       size_t m = pn ? entered_module(pn, cn) : 0;
       if (!m) continue;
       int32_t end = c;
-      for (int32_t j = c + 1; j < ms->n_ln; j++) { /* the module's nodes; unscoped ones are skipped */
-        const char *jn = lnode_name(ms, j);
-        if (!jn) continue;
-        if (strncmp(jn, cn, m) != 0 || jn[m] != '/') break;
-        end = j;
+      if (c <= run_end && m == run_len && !strncmp(cn, run_name, m)) {
+        end = run_end; /* inside the module run found last: it ends where that one did */
+      } else {
+        for (int32_t j = c + 1; j < ms->n_ln; j++) { /* the module's nodes; unscoped ones are skipped */
+          const char *jn = lnode_name(ms, j);
+          if (!jn) continue;
+          if (strncmp(jn, cn, m) != 0 || jn[m] != '/') break;
+          end = j;
+        }
+        run_name = cn;
+        run_len = m;
+        run_end = end;
       }
       if (end > until[s]) {
         if (until[s] < 0) n++;
