@@ -62,9 +62,10 @@ typedef struct frame_rec {
   const char *fn, *file, *target;
   size_t fn_len, file_len, target_len, offset; /* offset: of its line in the frames text */
   long line, c0, c1;
+  bool forward;  /* a module's forward */
 } frame_rec;
 
-enum { MAX_STACK = 128 };
+enum { MAX_STACK = 128, MAX_LEVELS = 64 };
 
 /* The frames of a recorded stack (origin.c: "fn:line:c0:c1:target:file\n" each), outermost
  * first; -1 when malformed. */
@@ -84,7 +85,7 @@ static int32_t parse_frames(const char *frames, frame_rec *fr) {
       q = c + 1;
     }
     fr[n] = (frame_rec){f[0], f[5], f[4], fl[0], fl[5], fl[4], (size_t)(p - frames), strtol(f[1], NULL, 10),
-                        strtol(f[2], NULL, 10), strtol(f[3], NULL, 10)};
+                        strtol(f[2], NULL, 10), strtol(f[3], NULL, 10), fl[0] == 7 && !memcmp(f[0], "forward", 7)};
     n++;
     p = eol + 1;
   }
@@ -109,6 +110,8 @@ typedef struct stack_info {
   int32_t n_cls;                /* lines of classes; -1 without classes */
   const char *mods[64];         /* the first 64 lines (frame_at wants no more) */
   size_t ml[64];
+  int32_t by_level_for;         /* the scope depth by_level was found for, -1: none */
+  int32_t by_level[MAX_LEVELS]; /* frame_at's frame of each level at that depth, -1: none */
 } stack_info;
 
 typedef struct stacks {
@@ -124,6 +127,7 @@ static int read_stack(stack_info *si, const char *frames, const char *classes) {
   frame_rec fr[MAX_STACK];
   si->frames = frames;
   si->classes = classes;
+  si->by_level_for = -1;
   si->n = parse_frames(frames, fr);
   si->fr = NULL;
   if (si->n > 0) {
@@ -207,29 +211,44 @@ static int stacks_read(const mb_model_state *ms, stacks *st) {
  * known (origin.classes) the levels take the forwards from the innermost, except that a torch
  * module whose next frame is not in torch's files has none; without classes the forwards are
  * matched to the module levels from the innermost. */
-static bool frame_at(const stack_info *si, int32_t levels, int32_t level, frame_info *fi) {
+static int32_t frame_index(const stack_info *si, int32_t levels, int32_t level) {
   const frame_rec *fr = si->fr;
   int32_t n = si->n;
-  if (n < 0) return false;
+  if (n < 0) return -1;
   int32_t want = -1;
   if (si->n_cls >= 0 && si->n_cls == levels) {
-    if (levels > 64) return false;
+    if (levels > 64) return -1;
     int32_t j = n - 1;
     for (int32_t l = levels - 1; l >= level; l--) {
-      while (j >= 0 && !fn_is(&fr[j], "forward")) j--;
+      while (j >= 0 && !fr[j].forward) j--;
       bool frameless = j < 0 || (torch_module(si->mods[l], si->ml[l]) && !torch_file(&fr[j]));
       if (l == level) want = frameless ? -1 : j;
       if (!frameless) j--;
     }
   } else {
     int32_t count = 0;
-    for (int32_t k = 0; k < n; k++) count += fn_is(&fr[k], "forward");
+    for (int32_t k = 0; k < n; k++) count += fr[k].forward;
     int32_t nth = count - levels + level; /* the innermost forward is the innermost level */
-    if (nth < 0 || level >= levels) return false;
+    if (nth < 0 || level >= levels) return -1;
     for (int32_t k = 0, seen = 0; k < n; k++)
-      if (fn_is(&fr[k], "forward") && seen++ == nth) want = k;
+      if (fr[k].forward && seen++ == nth) want = k;
+  }
+  return want;
+}
+
+static bool frame_at(stack_info *si, int32_t levels, int32_t level, frame_info *fi) {
+  int32_t want;
+  if (levels <= MAX_LEVELS && level >= 0 && level < levels) { /* every level's, once per stack and depth */
+    if (si->by_level_for != levels) {
+      for (int32_t l = 0; l < levels; l++) si->by_level[l] = frame_index(si, levels, l);
+      si->by_level_for = levels;
+    }
+    want = si->by_level[level];
+  } else {
+    want = frame_index(si, levels, level);
   }
   if (want < 0) return false;
+  const frame_rec *fr = si->fr;
   fi->index = want;
   fi->line = fr[want].line;
   fi->c0 = fr[want].c0;
@@ -332,7 +351,7 @@ static bool same_execution(const mb_model_state *ms, const stacks *sk, const stm
 }
 
 /* Hold each bound local's storage until it is rebound or its module returns. */
-static int local_holds(mb_builder *b, mb_model_state *ms, const stacks *sk, const int32_t *producer, int32_t *until,
+static int local_holds(mb_builder *b, mb_model_state *ms, stacks *sk, const int32_t *producer, int32_t *until,
                        int32_t *n) {
   int32_t max_levels = 0;
   for (int32_t i = 0; i < ms->n_ln; i++) {
