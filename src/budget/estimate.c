@@ -51,6 +51,8 @@ typedef struct est {
   bool used_lines;      /* a probe took its shapes from them */
   int64_t probe_batch;  /* the last probe that fit, -1: none; its allocator model's figures: */
   mb_reserved probe_rr, probe_loop;
+  int64_t first_batch;  /* batch_min once run whole with inferred shapes, -1: not yet; that run */
+  mb_run first_run;
 } est;
 
 /* allowance: fragmentation is that fraction of the reserved peak; segments are 2 MiB */
@@ -167,6 +169,8 @@ static int eval(est *x, int64_t batch, int kind, mb_budget *bu, mb_diag *d) {
   }
   if (x->run_batch == batch && (!reserve || x->bytes_batch == batch) && (use_lines || x->run_inferred)) {
     r = x->run;
+  } else if (!reserve && x->first_batch == batch) { /* the slope's run at batch_min: the first probe's */
+    r = x->first_run;
   } else {
     x->run_batch = -1;
     if (reserve) x->bytes_batch = -1;
@@ -181,6 +185,10 @@ static int eval(est *x, int64_t batch, int kind, mb_budget *bu, mb_diag *d) {
       x->run = r;
       x->run_inferred = !r.shapes_from_lines;
       if (reserve) x->bytes_batch = batch;
+      if (batch == x->s->train.batch_min && !r.shapes_from_lines) {
+        x->first_batch = batch;
+        x->first_run = r;
+      }
     }
   }
   if (give_up && (r.stopped || r.peak > give_up)) {
@@ -360,7 +368,7 @@ static mb_lines *new_lines(const mb_plan *p, const int32_t n_values[3]) {
 }
 
 int mb_estimate_plan(const mb_plan *p, mb_setup *s, mb_budget *bu, mb_diag *d) {
-  est x = {.p = p, .s = s, .run_batch = -1, .bytes_batch = -1, .probe_batch = -1};
+  est x = {.p = p, .s = s, .run_batch = -1, .bytes_batch = -1, .probe_batch = -1, .first_batch = -1};
   if (s->train.reserved_model == MB_RESERVED_ALLOCATOR) {
     x.bytes = malloc(((size_t)p->n_ev + 1) * sizeof *x.bytes);
     if (p->eval_batch) x.step_bytes = malloc(((size_t)p->n_ev + 1) * sizeof *x.step_bytes);

@@ -1,6 +1,7 @@
 #include "onnx/wire.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "membudget/membudget.h"
@@ -159,11 +160,31 @@ static const msg_rule messages[M_COUNT] = {
   [M_TENSOR_ANNOTATION] = MSG("TensorAnnotation", tensor_annotation_fields),
 };
 
-static const field_rule *find_field(msg_id m, uint32_t number) {
+static const field_rule *find_field_scan(msg_id m, uint32_t number) {
   const msg_rule *r = &messages[m];
   for (size_t i = 0; i < r->n_fields; i++)
     if (r->fields[i].number == number) return &r->fields[i];
   return NULL;
+}
+
+/* Each message's rule of every field number below SMALL_FIELDS, by index (+1; 0: none): the
+ * walk looks a rule up for every field of the file, and a scan of the list mispredicted. */
+enum { SMALL_FIELDS = 32 };
+typedef struct field_index {
+  uint8_t at[M_COUNT][SMALL_FIELDS];
+} field_index;
+
+static void index_fields(field_index *ix) {
+  memset(ix, 0, sizeof *ix);
+  for (int m = 0; m < M_COUNT; m++)
+    for (size_t i = 0; i < messages[m].n_fields; i++)
+      if (messages[m].fields[i].number < SMALL_FIELDS && i < UINT8_MAX)
+        ix->at[m][messages[m].fields[i].number] = (uint8_t)(i + 1);
+}
+
+static const field_rule *find_field(const field_index *ix, msg_id m, uint32_t number) {
+  if (number >= SMALL_FIELDS) return find_field_scan(m, number);
+  return ix->at[m][number] ? &messages[m].fields[ix->at[m][number] - 1] : NULL;
 }
 
 /* ------------------------------------------------------------------ wire primitives */
@@ -238,6 +259,7 @@ const char *const mb_wire_repeat_keys[N_REPEAT] = {
     "pkg.torch.onnx.fx_node"};
 
 typedef struct walker {
+  field_index fields;
   mb_reader *r;
   mb_strbuf *out;
   mb_diag *d;
@@ -437,7 +459,7 @@ static int slim_message(walker *w, msg_id m, uint64_t p, uint64_t end, int depth
     if (number == 0 || number > 0x1FFFFFFF)
       return mb_fail(w->d, MB_E_PARSE, "%s at byte %llu: invalid field number %llu", msg, off,
                      (unsigned long long)number);
-    const field_rule *f = find_field(m, (uint32_t)number);
+    const field_rule *f = find_field(&w->fields, m, (uint32_t)number);
     if (f && f->single) {
       uint32_t bit = 1u << (f->number & 31);
       if (seen_single & bit)
@@ -500,6 +522,7 @@ static int slim_message(walker *w, msg_id m, uint64_t p, uint64_t end, int depth
 
 int mb_wire_slim_reader(mb_reader *r, mb_strbuf *out, mb_diag *d) {
   walker w = {.r = r, .out = out, .d = d};
+  index_fields(&w.fields);
   return slim_message(&w, M_MODEL, 0, r->size, 0);
 }
 
@@ -507,6 +530,7 @@ int mb_wire_slim_model(const uint8_t *data, size_t len, mb_strbuf *out, mb_diag 
   mb_reader r;
   mb_reader_init_buffer(&r, data, len, d);
   walker w = {.r = &r, .out = out, .d = d};
+  index_fields(&w.fields);
   return slim_message(&w, M_MODEL, 0, len, 0);
 }
 
@@ -514,5 +538,6 @@ int mb_wire_slim_tensor(const uint8_t *data, size_t len, mb_strbuf *out, mb_diag
   mb_reader r;
   mb_reader_init_buffer(&r, data, len, d);
   walker w = {.r = &r, .out = out, .d = d};
+  index_fields(&w.fields);
   return slim_message(&w, M_TENSOR, 0, len, 0);
 }
