@@ -393,16 +393,7 @@ MB_API int mb_sweep_svg(const mb_sweep *w, const char *title, char **out) {
   a.xmax += pad;
 
   mb_svg svg;
-  mb_svg_begin(&svg, PIC_W, PIC_H);
-  mb_svg_start(&svg, "title");
-  mb_svg_open(&svg);
-  mb_svg_content(&svg, "membudget: a sweep");
-  mb_svg_close(&svg, "title");
-  mb_svg_rect(&svg, 0, 0, PIC_W, PIC_H);
-  mb_svg_raw(&svg, "fill=\"#fff\"");
-  mb_svg_empty(&svg);
-  mb_svg_start(&svg, "g");
-  mb_svg_raw(&svg, "class=\"sweep\"");
+  mb_svg_begin_picture(&svg, PIC_W, PIC_H, "membudget: a sweep", "sweep");
   mb_svg_attr(&svg, "data-dim", w->dim ? w->dim : "");
   mb_svg_attr(&svg, "data-y-scale", a.ylog ? "log2" : "linear");
   mb_svg_attr(&svg, "data-x-scale", a.xlog ? "log2" : "linear");

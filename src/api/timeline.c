@@ -494,16 +494,7 @@ static int draw(picture *pc, const char *title, char **out, mb_diag *d) {
   scale(pc, top);
 
   mb_svg svg;
-  mb_svg_begin(&svg, PIC_W, PIC_H);
-  mb_svg_start(&svg, "title");
-  mb_svg_open(&svg);
-  mb_svg_content(&svg, "membudget: live memory over one training step");
-  mb_svg_close(&svg, "title");
-  mb_svg_rect(&svg, 0, 0, PIC_W, PIC_H);
-  mb_svg_raw(&svg, "fill=\"#fff\"");
-  mb_svg_empty(&svg);
-  mb_svg_start(&svg, "g");
-  mb_svg_raw(&svg, "class=\"timeline\"");
+  mb_svg_begin_picture(&svg, PIC_W, PIC_H, "membudget: live memory over one training step", "timeline");
   mb_svg_attr_i64(&svg, "data-batch", bu->batch_size);
   mb_svg_attr_i64(&svg, "data-events", pc->n);
   mb_svg_attr_u64(&svg, "data-allocated-peak", bu->allocated_peak);

@@ -97,6 +97,19 @@ void mb_svg_begin(mb_svg *s, double width, double height) {
   mb_sb_puts(&s->sb, "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n");
 }
 
+void mb_svg_begin_picture(mb_svg *s, double width, double height, const char *title, const char *group_class) {
+  mb_svg_begin(s, width, height);
+  mb_svg_start(s, "title");
+  mb_svg_open(s);
+  mb_svg_content(s, title);
+  mb_svg_close(s, "title");
+  mb_svg_rect(s, 0, 0, width, height);
+  mb_svg_raw(s, "fill=\"#fff\"");
+  mb_svg_empty(s);
+  mb_svg_start(s, "g");
+  mb_svg_attr(s, "class", group_class);
+}
+
 char *mb_svg_finish(mb_svg *s) {
   mb_sb_puts(&s->sb, "</svg>\n");
   return mb_sb_detach(&s->sb); /* NULL (and freed) after a failed allocation */

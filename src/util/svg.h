@@ -21,6 +21,9 @@ typedef struct mb_svg {
 
 /* The XML declaration and the root <svg> element of width x height user units (its viewBox). */
 void mb_svg_begin(mb_svg *s, double width, double height);
+/* A picture: mb_svg_begin, its <title>, a white background, and the start of its top group
+ * <g class="group_class" (left open for the caller's attributes, then mb_svg_open_block). */
+void mb_svg_begin_picture(mb_svg *s, double width, double height, const char *title, const char *group_class);
 /* Close the root and hand over the document (free() it: it is what mb_free releases), or NULL
  * when memory ran out (nothing to free then). The writer is empty afterwards. */
 char *mb_svg_finish(mb_svg *s);
