@@ -157,7 +157,7 @@ enum run_kind { RUN_FULL, RUN_PROBE, RUN_ALLOCATED };
  * infers them, which checks the lines once more at the answer. */
 static int eval(est *x, int64_t batch, int kind, mb_budget *bu, mb_diag *d) {
   mb_run r;
-  mb_reserved rr, loop;
+  mb_reserved rr = {0}, loop = {0};
   bool reserve = x->res && kind != RUN_ALLOCATED, use_lines = x->lines && kind != RUN_FULL;
   /* a probe: the live bytes or reserved memory above usable - context cannot fit (reserved
    * memory is never below the live bytes, so a run can stop there) */
