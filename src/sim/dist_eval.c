@@ -32,6 +32,17 @@ static int32_t unit_named(mb_builder *b, char **names, int32_t *n, int32_t cap, 
   return (*n)++;
 }
 
+/* Put a rebuilt event list ev of n events in the plan's place, with the evaluation's forward
+ * at [first, end) (end: n where it ran to the step's end). */
+static void install(mb_plan *p, mb_event_rec *ev, int32_t n, int32_t first, int32_t end) {
+  if (p->eval_fwd_end >= p->n_ev) end = n;
+  free(p->ev);
+  p->ev = ev;
+  p->n_ev = p->cap_ev = n;
+  p->eval_fwd_first = first;
+  p->eval_fwd_end = end;
+}
+
 /* A free at or after the evaluation's start of a slot freed already and not made again since
  * (zero_grad's of a .grad the wrapper freed) goes; the FSDP sharded gradients, which nothing
  * freed, are freed by that zero_grad. */
@@ -67,13 +78,8 @@ static int zero_grad_once(mb_builder *b) {
     seen[e->slot] = !e->alloc;
     ev[k++] = *e;
   }
-  if (p->eval_fwd_end >= p->n_ev) end = k;
-  free(p->ev);
-  p->ev = ev;
-  p->n_ev = p->cap_ev = k;
+  install(p, ev, k, first, end);
   p->step_end = step_end;
-  p->eval_fwd_first = first;
-  p->eval_fwd_end = end;
   free(freed);
   free(seen);
   return MB_OK;
@@ -197,12 +203,7 @@ static int gather_units(mb_builder *b) {
     for (int32_t k = 0; k < n; k++) /* released after its last */
       if (slot[2 * k] >= 0 && u[k].last == i) ev[j++] = (mb_event_rec){0, MB_PHASE_EVAL, 0, slot[2 * k], -1};
   }
-  if (p->eval_fwd_end >= p->n_ev) end = j;
-  free(p->ev);
-  p->ev = ev;
-  p->n_ev = p->cap_ev = j;
-  p->eval_fwd_first = first;
-  p->eval_fwd_end = end;
+  install(p, ev, j, first, end);
   return MB_OK;
 }
 
