@@ -15,6 +15,7 @@
 #include "graph/dtype.h"
 #include "graph/origin.h"
 #include "sim/build.h"
+#include "sim/weave.h"
 
 static int nomem(mb_builder *b) { return b->d->status ? b->d->status : mb_fail(b->d, MB_E_NOMEM, "out of memory"); }
 
@@ -30,17 +31,6 @@ static int32_t unit_named(mb_builder *b, char **names, int32_t *n, int32_t cap, 
   s[len] = '\0';
   names[*n] = s;
   return (*n)++;
-}
-
-/* Put a rebuilt event list ev of n events in the plan's place, with the evaluation's forward
- * at [first, end) (end: n where it ran to the step's end). */
-static void install(mb_plan *p, mb_event_rec *ev, int32_t n, int32_t first, int32_t end) {
-  if (p->eval_fwd_end >= p->n_ev) end = n;
-  free(p->ev);
-  p->ev = ev;
-  p->n_ev = p->cap_ev = n;
-  p->eval_fwd_first = first;
-  p->eval_fwd_end = end;
 }
 
 /* A free at or after the evaluation's start of a slot freed already and not made again since
@@ -78,8 +68,13 @@ static int zero_grad_once(mb_builder *b) {
     seen[e->slot] = !e->alloc;
     ev[k++] = *e;
   }
-  install(p, ev, k, first, end);
+  if (p->eval_fwd_end >= p->n_ev) end = k;
+  free(p->ev);
+  p->ev = ev;
+  p->n_ev = p->cap_ev = k;
   p->step_end = step_end;
+  p->eval_fwd_first = first;
+  p->eval_fwd_end = end;
   free(freed);
   free(seen);
   return MB_OK;
@@ -168,43 +163,36 @@ static int gather_units(mb_builder *b) {
   /* kept gathered to the end: the root (unless resharded after forward) and SHARD_GRAD_OP */
   bool keep_all = !zero3 && o->sharding == MB_FSDP_SHARD_GRAD_OP;
   bool keep_root = !zero3 && !(o->reshard_root && !keep_all);
-  int32_t *slot = mb_arena_array(&b->a, (size_t)n * 2, sizeof(int32_t));
-  if (!slot) return nomem(b);
-  int32_t extra = 0;
-  for (int32_t k = 0; k < n; k++) {
-    slot[2 * k] = slot[2 * k + 1] = -1;
+  /* each unit gathered before its first node runs (FSDP2: through its all-gather output) and
+   * released after its last */
+  mb_weave w = {0};
+  for (int32_t k = 0; k < n && rc == MB_OK; k++) {
     if (!u[k].bytes || u[k].first < 0) continue;
     if (keep_all || (k == 0 && keep_root)) u[k].last = eval_last;
     bool flat = !zero3 && o->fsdp_version == 1;
-    slot[2 * k] = mb_slot_new(b, 0, MB_SZ_FIXED, MB_CAT_PARAMETER, -1, 0, "unsharded parameters (evaluation)");
-    if (slot[2 * k] < 0) return nomem(b);
-    p->slots[slot[2 * k]].fixed = flat ? u[k].padded : u[k].bytes;
-    if (!zero3 && !flat) { /* FSDP2's all-gather output */
-      slot[2 * k + 1] = mb_slot_new(b, 0, MB_SZ_FIXED, MB_CAT_TEMPORARY, -1, 0, "FSDP all-gather output (evaluation)");
-      if (slot[2 * k + 1] < 0) return nomem(b);
-      p->slots[slot[2 * k + 1]].fixed = u[k].padded;
-      extra += 2;
+    int32_t full = mb_slot_new(b, 0, MB_SZ_FIXED, MB_CAT_PARAMETER, -1, 0, "unsharded parameters (evaluation)"), out = -1;
+    if (full < 0) {
+      rc = nomem(b);
+      break;
     }
-    extra += 2;
-  }
-  mb_event_rec *ev = malloc(((size_t)p->n_ev + (size_t)extra + 1) * sizeof *ev);
-  if (!ev) return nomem(b);
-  int32_t j = 0, first = p->eval_fwd_first, end = p->eval_fwd_end;
-  for (int32_t i = 0; i < p->n_ev; i++) {
-    if (i == p->eval_fwd_first) first = j;
-    if (i == p->eval_fwd_end) end = j;
-    for (int32_t k = 0; k < n; k++) /* gathered before the unit's first node runs */
-      if (slot[2 * k] >= 0 && u[k].first == i) {
-        if (slot[2 * k + 1] >= 0) ev[j++] = (mb_event_rec){1, MB_PHASE_EVAL, 0, slot[2 * k + 1], -1};
-        ev[j++] = (mb_event_rec){1, MB_PHASE_EVAL, 0, slot[2 * k], -1};
-        if (slot[2 * k + 1] >= 0) ev[j++] = (mb_event_rec){0, MB_PHASE_EVAL, 0, slot[2 * k + 1], -1};
+    p->slots[full].fixed = flat ? u[k].padded : u[k].bytes;
+    if (!zero3 && !flat) { /* FSDP2's all-gather output */
+      out = mb_slot_new(b, 0, MB_SZ_FIXED, MB_CAT_TEMPORARY, -1, 0, "FSDP all-gather output (evaluation)");
+      if (out < 0) {
+        rc = nomem(b);
+        break;
       }
-    ev[j++] = p->ev[i];
-    for (int32_t k = 0; k < n; k++) /* released after its last */
-      if (slot[2 * k] >= 0 && u[k].last == i) ev[j++] = (mb_event_rec){0, MB_PHASE_EVAL, 0, slot[2 * k], -1};
+      p->slots[out].fixed = u[k].padded;
+    }
+    int64_t before = 2 * (int64_t)u[k].first, after = 2 * (int64_t)u[k].last + 1;
+    if (out >= 0) rc = mb_weave_add(b, &w, before, 1, MB_PHASE_EVAL, out);
+    if (rc == MB_OK) rc = mb_weave_add(b, &w, before, 1, MB_PHASE_EVAL, full);
+    if (rc == MB_OK && out >= 0) rc = mb_weave_add(b, &w, before, 0, MB_PHASE_EVAL, out);
+    if (rc == MB_OK) rc = mb_weave_add(b, &w, after, 0, MB_PHASE_EVAL, full);
   }
-  install(p, ev, j, first, end);
-  return MB_OK;
+  if (rc == MB_OK) rc = mb_weave_in(b, &w);
+  free(w.at);
+  return rc;
 }
 
 int mb_dist_eval_events(mb_builder *b) {
