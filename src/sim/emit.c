@@ -419,6 +419,7 @@ static bool has_grad(const emitter *e, const mb_lnode *ln) {
 
 typedef struct loss_state {
   int32_t cast, logp, value, target;
+  int32_t work; /* the dtype the loss is computed in (its value, its grad seed, the log-probs) */
 } loss_state;
 
 static int loss_forward(emitter *e, loss_state *ls) {
@@ -427,7 +428,7 @@ static int loss_forward(emitter *e, loss_state *ls) {
   int32_t y = b->loss_out, ys = ms->slot_of[y];
   ls->cast = ls->logp = -1;
   bool upcast = (b->amp || b->step->loss_fp32) && ms->rt[y] != MB_DTYPE_FLOAT;
-  int32_t work = b->pure && !b->step->loss_fp32 ? ms->rt[y] : MB_DTYPE_FLOAT;
+  int32_t work = ls->work = b->pure && !b->step->loss_fp32 ? ms->rt[y] : MB_DTYPE_FLOAT;
   if (b->loss == MB_LOSS_NONE) {
     ls->value = ys;
     return MB_OK;
@@ -451,8 +452,7 @@ static int loss_forward(emitter *e, loss_state *ls) {
 static int loss_backward(emitter *e, loss_state *ls) {
   mb_builder *b = e->b;
   const mb_model_state *ms = &b->ms[0];
-  int32_t y = b->loss_out;
-  int32_t work = b->pure && !b->step->loss_fp32 ? ms->rt[y] : MB_DTYPE_FLOAT;
+  int32_t y = b->loss_out, work = ls->work;
   int32_t seed = fresh(e, 0, MB_SZ_FIXED, MB_CAT_ACT_GRAD, -1, work, "grad of loss");
   slot(e, seed)->fixed = (uint64_t)mb_dtype_bits(work) / 8;
   ev(e, 1, 0, seed, -1);
