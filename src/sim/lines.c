@@ -28,7 +28,6 @@ typedef struct graph_lines {
 struct mb_lines {
   graph_lines g[3];
   bool broken;
-  int32_t checks;
   int32_t fed, assumed; /* runs fed; the default bounds the first took */
 };
 
@@ -83,8 +82,6 @@ int mb_lines_state(const mb_lines *l) {
   }
   return seen ? state : MB_LINES_EMPTY;
 }
-
-int32_t mb_lines_checks(const mb_lines *l) { return l->checks; }
 
 int32_t mb_lines_assumed(const mb_lines *l) { return l->assumed; }
 
@@ -158,7 +155,6 @@ void mb_lines_feed(mb_lines *l, const mb_tinfo *const t[3], const int64_t batche
   if (l->broken) return;
   if (!l->fed++) l->assumed = assumed;
   else if (assumed != l->assumed) l->broken = true;
-  bool checked = false;
   for (int g = 0; g < 3 && !l->broken; g++) {
     graph_lines *gl = &l->g[g];
     if (!t[g] || !gl->n) continue;
@@ -169,14 +165,10 @@ void mb_lines_feed(mb_lines *l, const mb_tinfo *const t[3], const int64_t batche
       case MB_LINES_ONE:
         ok = b == gl->batch0 ? check(gl, t[g], b) : fit(gl, t[g], b);
         break;
-      default:
-        ok = check(gl, t[g], b);
-        checked = true;
-        break;
+      default: ok = check(gl, t[g], b); break;
     }
     if (!ok) l->broken = true;
   }
-  if (checked && !l->broken) l->checks++;
 }
 
 /* Value v's dims at batch (false: a dim would overflow or be negative). */

@@ -31,8 +31,6 @@ mb_lines *mb_lines_new(const int32_t n_values[3]);
 int mb_lines_use(mb_lines *l, int g, const bool *used);
 void mb_lines_free(mb_lines *l);
 int mb_lines_state(const mb_lines *l);
-/* Runs with inferred shapes that agreed with the fitted lines. */
-int32_t mb_lines_checks(const mb_lines *l);
 
 /* Feed the inferred shapes of one run: t[g] at batches[g] for each graph (NULL: not run), and
  * the default bounds it took. Records, fits, checks or breaks. */
