@@ -50,7 +50,56 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 PHASES = ("teacher", "forward", "loss", "backward", "optimizer")
-DEVICE = "cuda"  # a dry run of the definitions sets "cpu" (with the counters faked)
+# MB_GPU_DRY_RUN=1: the whole harness on the CPU (gpu_kit.py run --dry-run), so a device call
+# never finds a mistake a CPU could have: the steps run at batch <= 2 on "cpu", the allocator's
+# counters read 0, and a case whose batch is above its "dry_oom_at" raises an out-of-memory
+# error, so the largest-batch search and its walk take every branch they take on a GPU.
+DRY_RUN = os.environ.get("MB_GPU_DRY_RUN") == "1"
+DEVICE = "cpu" if DRY_RUN else "cuda"
+DRY_BATCH = 2
+
+
+class _DryMemory:
+    """torch.cuda.memory's history calls, as the dry run has them."""
+
+    @staticmethod
+    def _record_memory_history(*args, **kwargs):
+        pass
+
+    @staticmethod
+    def _snapshot():
+        return {"segments": [], "device_traces": [[]]}
+
+    @staticmethod
+    def _dump_snapshot(path):
+        import pickle
+        with open(path, "wb") as f:
+            pickle.dump(_DryMemory._snapshot(), f)
+
+
+class _DryCuda:
+    """The torch.cuda calls this harness makes, on the CPU: every counter reads 0."""
+    memory = _DryMemory
+
+    def __getattr__(self, name):
+        if name in ("max_memory_allocated", "max_memory_reserved", "memory_allocated", "memory_reserved"):
+            return lambda *a: 0
+        if name == "memory_stats":
+            return lambda *a: {}
+        if name in ("synchronize", "reset_peak_memory_stats", "init", "empty_cache"):
+            return lambda *a: None
+        raise AttributeError(name)
+
+
+def cuda():
+    """torch.cuda, or its stand-in in a dry run."""
+    import torch
+    return _DryCuda() if DRY_RUN else torch.cuda
+
+
+def compute_batch(c):
+    """The batch a case's tensors are made with (the case's own, but at most DRY_BATCH in a dry run)."""
+    return min(c["batch"], DRY_BATCH) if DRY_RUN else c["batch"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -149,7 +198,7 @@ def setup(c, device=None):
         import zoo
         from cpu_truth import prepare
         model, teacher, opt = prepare(c, device)
-        x = zoo.batch_for(c["model"], c["batch"], device)
+        x = zoo.batch_for(c["model"], compute_batch(c), device)
         loss_kind = zoo.MODELS[c["model"]][0]
         with torch.no_grad():
             target = zoo.target_for(loss_kind, model(*x))
@@ -168,7 +217,7 @@ def setup(c, device=None):
         if c["precision"] == "bf16":
             model = model.to(torch.bfloat16)
         model.train()
-        x = hf_zoo.inputs(c["model"], c["batch"], device)
+        x = hf_zoo.inputs(c["model"], compute_batch(c), device)
         if c["precision"] == "bf16":
             x = tuple(t.to(torch.bfloat16) if t.is_floating_point() else t for t in x)
         with torch.no_grad():
@@ -180,7 +229,7 @@ def setup(c, device=None):
             (lambda y: zoo.loss_fn("ce", y.float() if c["precision"] == "bf16" else y, target))
     import graph_zoo
     model = graph_zoo.build(c["model"]).to(device)
-    x, target = graph_zoo.batch(c["model"], c["family"], c["batch"], device)
+    x, target = graph_zoo.batch(c["model"], c["family"], compute_batch(c), device)
     opt = optimizer(c["optimizer"], list(model.parameters()))
     return model, opt, (lambda: model(*x)), None, (lambda y: graph_zoo.loss(c["model"], y, target))
 
@@ -189,21 +238,20 @@ class Marks:
     """Phase marks on the CUDA allocator's counters: each mark closes the phase before it."""
 
     def __init__(self):
-        import torch
-        self.torch = torch
+        self.cuda = cuda()
         self.phase = None
         self.at = {}
         self.phase_peak = {}
         self.reserved_peak = 0
 
     def mark(self, name):
-        torch = self.torch
-        torch.cuda.synchronize()
+        cu = self.cuda
+        cu.synchronize()
         if self.phase is not None:
-            self.phase_peak[self.phase] = max(self.phase_peak.get(self.phase, 0), torch.cuda.max_memory_allocated())
-        self.reserved_peak = max(self.reserved_peak, torch.cuda.max_memory_reserved())
-        self.at[name] = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
+            self.phase_peak[self.phase] = max(self.phase_peak.get(self.phase, 0), cu.max_memory_allocated())
+        self.reserved_peak = max(self.reserved_peak, cu.max_memory_reserved())
+        self.at[name] = cu.memory_allocated()
+        cu.reset_peak_memory_stats()
         self.phase = name if name in PHASES else None
 
 
@@ -234,8 +282,7 @@ def train_step(opt, fwd, t_fwd, loss_of, amp, marks):
 
 
 def allocator_stats():
-    import torch
-    s = torch.cuda.memory_stats()
+    s = cuda().memory_stats()
     keys = ("num_alloc_retries", "num_ooms", "segment.all.peak", "segment.all.current",
             "inactive_split_bytes.all.peak", "inactive_split_bytes.all.current", "num_device_alloc",
             "num_device_free", "oversize_allocations.peak", "oversize_segments.peak")
@@ -243,18 +290,15 @@ def allocator_stats():
 
 
 def start_history():
-    import torch
     try:
-        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
-                                                 max_entries=2_000_000)
+        cuda().memory._record_memory_history(enabled="all", context=None, stacks="python", max_entries=2_000_000)
     except TypeError:
-        torch.cuda.memory._record_memory_history(max_entries=2_000_000)
+        cuda().memory._record_memory_history(max_entries=2_000_000)
 
 
 def compact_trace():
     """The allocator's events since start_history, as [action, addr, size, stream] rows."""
-    import torch
-    snap = torch.cuda.memory._snapshot()
+    snap = cuda().memory._snapshot()
     rows = []
     for dev in snap.get("device_traces", []):
         for e in dev:
@@ -268,18 +312,21 @@ def compact_trace():
 
 def run_case(c, trace_path=None, raw_snapshot=None):
     import torch
-    torch.cuda.init()
+    cu = cuda()
+    cu.init()
     torch.zeros(1, device=DEVICE)  # the context, so the history starts at the first real request
-    del_base = torch.cuda.memory_reserved()
+    del_base = cu.memory_reserved()
+    if DRY_RUN and c["batch"] > c.get("dry_oom_at", c["batch"]):
+        raise torch.OutOfMemoryError("CUDA out of memory (dry run: batch %d above %d)" % (c["batch"], c["dry_oom_at"]))
     if raw_snapshot:
-        torch.cuda.memory._record_memory_history(max_entries=1_000_000)  # the defaults users run
+        cu.memory._record_memory_history(max_entries=1_000_000)  # the defaults users run
     elif trace_path:
         start_history()
     t0 = time.time()
     model, opt, fwd, t_fwd, loss_of = setup(c)
     amp = c["precision"] == "amp-bf16"
     first = Marks()
-    torch.cuda.reset_peak_memory_stats()
+    cu.reset_peak_memory_stats()
     train_step(opt, fwd, t_fwd, loss_of, amp, first)
     marks = Marks()
     train_step(opt, fwd, t_fwd, loss_of, amp, marks)
@@ -301,11 +348,11 @@ def run_case(c, trace_path=None, raw_snapshot=None):
         "seconds": round(secs, 2),
     }
     if raw_snapshot:
-        torch.cuda.memory._dump_snapshot(raw_snapshot)
-        torch.cuda.memory._record_memory_history(enabled=None)
+        cu.memory._dump_snapshot(raw_snapshot)
+        cu.memory._record_memory_history(enabled=None)
     elif trace_path:
         tr = compact_trace()
-        torch.cuda.memory._record_memory_history(enabled=None)
+        cu.memory._record_memory_history(enabled=None)
         with open(trace_path, "w") as f:
             json.dump(dict(case=c, **tr), f)
     return r
@@ -371,6 +418,10 @@ print(json.dumps(out))
 
 
 def context(repeats=2):
+    if DRY_RUN:  # the probes need CUDA; a dry run checks that they compile
+        for code in (PROBE, CUDART_PROBE):
+            compile(code % {"here": HERE}, "probe", "exec")
+        return [{"probe": "dry run: compiled, not run"}]
     res = []
     for loading in ("LAZY", "EAGER"):
         for code, kind in ((PROBE, "torch"), (CUDART_PROBE, "cudart")):
@@ -409,7 +460,7 @@ def _fits_here(c):
             raise
         ok = False
     gc.collect()
-    torch.cuda.empty_cache()
+    cuda().empty_cache()
     return ok
 
 
@@ -421,8 +472,9 @@ def _fits_fresh(c):
     return p.returncode == 0, (json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else None)
 
 
-def bisect_batch(c, hint, deadline):
-    """Largest batch of case c that trains in this process, starting the search at hint."""
+def bisect_batch(c, hint, deadline, step=1.1):
+    """Largest batch of case c that trains in this process, starting the search at hint and
+    bracketing it by factors of step."""
     tries = []
 
     def fits(b):
@@ -435,15 +487,15 @@ def bisect_batch(c, hint, deadline):
     if fits(b):
         lo = b
         while hi is None and time.time() < deadline:
-            b = int(lo * 1.1) + 1
+            b = int(lo * step) + 1
             if fits(b):
                 lo = b
             else:
                 hi = b
     else:
         hi = b
-        while lo == 0 and time.time() < deadline:
-            b = max(1, int(hi / 1.1))
+        while lo == 0 and hi > 1 and time.time() < deadline:
+            b = max(1, min(hi - 1, int(hi / step)))
             if fits(b):
                 lo = b
             else:
@@ -454,14 +506,14 @@ def bisect_batch(c, hint, deadline):
     return {"batch": lo, "tries": tries, "complete": hi is not None and hi - lo == 1}
 
 
-def max_batch(c, hint, deadline, walk=8, bisect=True):
+def max_batch(c, hint, deadline, walk=8, bisect=True, step=1.1):
     """bisect_batch in a process of its own, then the answer walked in fresh processes (as a
     user's run starts: a search in one process leaves cached, split segments behind and can
     stop low): up while the next batch trains, or down while the answer does not, at most walk
     steps. `largest` is the largest batch that trained in a fresh process."""
     if bisect:
         p = subprocess.run([sys.executable, __file__, "bisect", json.dumps(c), "--hint", str(hint),
-                            "--deadline-at", str(deadline)], capture_output=True, text=True)
+                            "--deadline-at", str(deadline), "--step", str(step)], capture_output=True, text=True)
         if p.returncode != 0:
             return {"batch": None, "tries": [], "error": p.stderr[-2000:]}
         r = json.loads(p.stdout.strip().splitlines()[-1])
@@ -505,16 +557,24 @@ def max_batch(c, hint, deadline, walk=8, bisect=True):
 
 def machine():
     import torch
-    p = torch.cuda.get_device_properties(0)
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,name,memory.total",
-                          "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    if DRY_RUN:
+        import types
+        p = types.SimpleNamespace(name="CPU (dry run)", total_memory=int(os.environ.get("MB_GPU_DRY_MEMORY", 150 << 30)),
+                                  major=0, minor=0, multi_processor_count=0)
+    else:
+        p = torch.cuda.get_device_properties(0)
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,name,memory.total",
+                              "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    except OSError as e:  # a dry run's machine has no nvidia-smi
+        smi = str(e)
     vers = {}
     for mod in ("torchvision", "transformers", "peft", "torch_geometric", "timm", "onnx"):
         try:
             vers[mod] = __import__(mod).__version__
         except Exception:  # noqa: BLE001 - a missing package is recorded as absent
             vers[mod] = None
-    return {"kind": "gpu", "gpu": p.name, "gpu_memory": p.total_memory, "capability": "%d.%d" % (p.major, p.minor),
+    return {"kind": "dry-run" if DRY_RUN else "gpu", "gpu": p.name, "gpu_memory": p.total_memory, "capability": "%d.%d" % (p.major, p.minor),
             "multiprocessors": p.multi_processor_count, "nvidia_smi": smi, "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version(), "torch": torch.__version__, "packages": vers,
             "cores": os.cpu_count(), "cpu": platform.processor(), "python": platform.python_version(),
@@ -530,39 +590,89 @@ def write(path, obj):
     os.replace(path + ".tmp", path)
 
 
-def run_cases(cases, out_dir, workers, deadline, log):
+def run_cases(cases, out_dir, workers, deadline, log, needs=None, budget=None, traces=True):
+    """Each case in a fresh process, `workers` at a time. With budget (bytes), a case starts only
+    while the needs (bytes, by case name; cases not named need nothing) of those running, its own
+    included, are at most budget, so that large cases share the device without running it out of
+    memory; the pool takes the first waiting case that fits. A case with "snapshot" set also
+    dumps its raw allocator snapshot (with stacks) under snapshots/ instead of a trace."""
+    import threading
     path = os.path.join(out_dir, "cases.json")
     tdir = os.path.join(out_dir, "traces")
+    sdir = os.path.join(out_dir, "snapshots")
     os.makedirs(tdir, exist_ok=True)
+    os.makedirs(sdir, exist_ok=True)
     out = {"generator": "bench/truth/gpu_truth.py cases", "workers": workers,
            "step": "zero_grad(set_to_none=True), forward, loss, backward, optimizer.step(); second step measured",
            "cases": []}
     if os.path.exists(path):  # a later suite of the same run adds to the file
         with open(path) as f:
             out = json.load(f)
+    needs = needs or {}
+    waiting = list(cases)
+    lock = threading.Condition()
+    state = {"used": 0, "running": 0}
+
+    def need(c):
+        return needs.get(case_name(c), 0) if budget else 0
+
+    def take():
+        with lock:
+            while waiting:
+                for i, c in enumerate(waiting):
+                    if not budget or state["running"] == 0 or state["used"] + need(c) <= budget:
+                        del waiting[i]
+                        state["used"] += need(c)
+                        state["running"] += 1
+                        return c
+                lock.wait()
+            return None
 
     def one(c):
         if time.time() > deadline:
-            return c, None, "skipped: deadline"
-        tp = os.path.join(tdir, case_name(c) + ".json")
-        p = subprocess.run([sys.executable, __file__, "case", json.dumps(c), "--trace", tp],
-                           capture_output=True, text=True, timeout=max(30, deadline - time.time() + 60))
+            return None, "skipped: deadline"
+        extra = []
+        if c.get("snapshot"):
+            extra = ["--raw-snapshot", os.path.join(sdir, case_name(c) + ".pickle")]
+        elif traces:
+            extra = ["--trace", os.path.join(tdir, case_name(c) + ".json")]
+        try:
+            p = subprocess.run([sys.executable, __file__, "case", json.dumps(c)] + extra,
+                               capture_output=True, text=True, timeout=max(30, deadline - time.time() + 60))
+        except subprocess.TimeoutExpired:
+            return None, "timed out"
         if p.returncode != 0:
-            return c, None, p.stderr[-1500:]
-        return c, json.loads(p.stdout.strip().splitlines()[-1]), None
+            return None, p.stderr[-1500:]
+        return json.loads(p.stdout.strip().splitlines()[-1]), None
 
-    with concurrent.futures.ThreadPoolExecutor(workers) as ex:
-        for c, r, e in ex.map(one, cases):
-            row = dict(c, truth=r) if r else dict(c, error=e)
-            out["cases"].append(row)
-            write(path, out)
-            if r:
-                log("%-48s alloc %9.1f MiB  reserved %9.1f MiB  proc %s  fwd %8.1f MiB  %s  %.1fs" % (
-                    case_name(c), r["allocated_peak"] / 2**20, r["reserved_peak"] / 2**20,
-                    "%.1f MiB" % (r["process_used"] / 2**20) if r["process_used"] else "-",
-                    r["forward_end"] / 2**20, r["peak_phase"], r["seconds"]))
-            else:
-                log("%-48s ERROR %s" % (case_name(c), (e or "").strip().splitlines()[-1:]))
+    def worker():
+        while True:
+            c = take()
+            if c is None:
+                return
+            try:
+                r, e = one(c)
+            finally:
+                with lock:
+                    state["used"] -= need(c)
+                    state["running"] -= 1
+                    lock.notify_all()
+            with lock:
+                out["cases"].append(dict(c, truth=r) if r else dict(c, error=e))
+                write(path, out)
+                if r:
+                    log("%-48s alloc %9.1f MiB  reserved %9.1f MiB  proc %s  fwd %8.1f MiB  %s  %.1fs" % (
+                        case_name(c), r["allocated_peak"] / 2**20, r["reserved_peak"] / 2**20,
+                        "%.1f MiB" % (r["process_used"] / 2**20) if r["process_used"] else "-",
+                        r["forward_end"] / 2**20, r["peak_phase"], r["seconds"]))
+                else:
+                    log("%-48s ERROR %s" % (case_name(c), (e or "").strip().splitlines()[-1:]))
+
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     return out
 
 
@@ -574,6 +684,7 @@ def main():
     ap.add_argument("--raw-snapshot", help="case: also dump torch.cuda.memory._snapshot() as a pickle here")
     ap.add_argument("--hint", type=int)
     ap.add_argument("--deadline-at", type=float)
+    ap.add_argument("--step", type=float, default=1.1, help="bisect: the factor that brackets the answer from the hint")
     ap.add_argument("--out-dir", default=os.path.join(HERE, "results", "gpu-run"))
     ap.add_argument("--suites", nargs="*", default=["zoo", "hf", "graph"])
     ap.add_argument("--models", nargs="*")
@@ -589,7 +700,7 @@ def main():
         print(json.dumps(run_case(json.loads(a.case_json), a.trace, a.raw_snapshot)))
         return
     if a.what == "bisect":
-        print(json.dumps(bisect_batch(json.loads(a.case_json), a.hint, a.deadline_at)))
+        print(json.dumps(bisect_batch(json.loads(a.case_json), a.hint, a.deadline_at, a.step)))
         return
     if a.what == "machine":
         print(json.dumps(machine()))
