@@ -3,10 +3,12 @@
  * (aten/src/ATen/cuda/CublasHandlePool.cpp, parseChosenWorkspaceSize: 4096 KiB x 2 + 16 KiB x 8
  * by default, 4096 KiB x 8 on compute capability 9.x, and on 10.x / 12.x in current PyTorch),
  * and the compute capability (major x 10 + minor), which picks the context table's row.
- * The H100 80GB's memory is what a process can have, measured (cudaMemGetInfo's and
- * torch.cuda.get_device_properties' total, driver 580.159.04): nvidia-smi's Total of 81,559 MiB
- * holds 480 MiB the driver keeps for itself (bench/truth/results/gpu-h100.json). The other
- * rows are nvidia-smi's figures, which on those GPUs too may hold such a reserve [unverified]. */
+ * The H100 80GB's and the H200's memory is what a process can have, measured (cudaMemGetInfo's
+ * and torch.cuda.get_device_properties' total, driver 580.159.04): nvidia-smi's Total of 81,559
+ * MiB holds 480 MiB the driver keeps for itself on the H100 (bench/truth/results/gpu-h100.json),
+ * its 143,771 MiB about 615 MiB on the H200 (150,109,880,320 bytes a process can have, not a
+ * whole number of MiB; results/gpu-h200.json). The other rows are nvidia-smi's figures, which on
+ * those GPUs too may hold such a reserve [unverified]. */
 #include "budget/gpus.h"
 
 #include <string.h>
@@ -18,7 +20,7 @@
 static const mb_gpu gpus[] = {
   {"h100-80gb", "NVIDIA H100 80GB HBM3 (SXM or PCIe)", MIB(81079), WS_HOPPER, 90},
   {"h100-94gb", "NVIDIA H100 NVL 94GB", MIB(95830), WS_HOPPER, 90},
-  {"h200", "NVIDIA H200 141GB", MIB(143771), WS_HOPPER, 90},
+  {"h200", "NVIDIA H200 141GB", UINT64_C(150109880320), WS_HOPPER, 90},
   {"gh200", "NVIDIA GH200 96GB", MIB(97871), WS_HOPPER, 90},
   {"b200", "NVIDIA B200 180GB", MIB(183359), WS_HOPPER, 100},
   {"a100-80gb", "NVIDIA A100 80GB", MIB(81920), WS_PRE_HOPPER, 80},

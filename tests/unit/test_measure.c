@@ -250,6 +250,8 @@ static void test_gpu_match(void) {
   CHECK(!strcmp(mb_gpu_match("NVIDIA A100-SXM4-80GB", 81920 * MIB), "a100-80gb"));
   CHECK(!strcmp(mb_gpu_match("NVIDIA A100-SXM4-40GB", 40536 * MIB), "a100-40gb"));
   CHECK(!strcmp(mb_gpu_match("NVIDIA GH200 480GB", 97871 * MIB), "gh200"));
+  /* the name and total memory an H200 reported (bench/truth/results/gpu-h200.json) */
+  CHECK(mb_gpu_match("NVIDIA H200", UINT64_C(150109880320)) && !strcmp(mb_gpu_match("NVIDIA H200", UINT64_C(150109880320)), "h200"));
   CHECK(!strcmp(mb_gpu_match("NVIDIA A10G", 23028 * MIB), "a10g"));
   CHECK(!strcmp(mb_gpu_match("NVIDIA L40S", 46068 * MIB), "l40s"));
   CHECK(!strcmp(mb_gpu_match("NVIDIA L4", 23034 * MIB), "l4"));
