@@ -153,7 +153,7 @@ def membudget_args(c):
     seq = c.get("sequence")
     extra = ["--dim", "sequence=%d" % seq] if seq else m.extra_args
     return [m.onnx, "--batch", str(c["batch"]), "--optimizer", c["optimizer"].replace("-foreach", ""),
-            "--loss", "ce", "--backend", "cpu"] + extra + (
+            "--loss", "ce", "--backend", "cpu", "--hold-outputs", "backward"] + extra + (
         ["--grad-accumulation", str(c["accumulation"])] if c.get("accumulation", 1) > 1 else [])
 
 

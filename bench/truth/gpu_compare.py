@@ -53,7 +53,8 @@ def membudget_args(c):
             args += ["--dim", "sequence=%d" % T5[0], "--dim", "decoder_sequence=%d" % T5[1]]
         elif c["model"] in ("bert_base_like", "gpt2_small_like") or (suite == "hf" and c["model"] != "vit"):
             args += ["--dim", "sequence=%d" % SEQ[suite]]
-    args += ["--optimizer", c["optimizer"], "--loss", loss, "--backend", "cuda"]
+    # gpu_truth.train_step: loss.backward(); del loss, y
+    args += ["--optimizer", c["optimizer"], "--loss", loss, "--backend", "cuda", "--hold-outputs", "backward"]
     if c["precision"] != "fp32":
         args += ["--precision", c["precision"]]
     if c["precision"] == "bf16":  # gpu_truth.setup computes the loss on y.float(), as HF's loss does

@@ -349,8 +349,9 @@ def membudget_args(c, backend="cpu"):
     m = MODELS[c["model"]]
     opt = c["optimizer"]
     batch = graph_batch_args(c) if m.family == "gnn" else ["--batch", str(c["batch"])]
+    # the truth's step: loss.backward(); del loss, y (cpu_truth.step)
     args = [m.file(c.get("exporter", "dynamo")), *batch, "--optimizer", opt.replace("-foreach", ""),
-            "--loss", m.loss, "--backend", backend]
+            "--loss", m.loss, "--backend", backend, "--hold-outputs", "backward"]
     if opt.endswith("-foreach"):
         args += ["--foreach", "1"]
     for axes in m.dims.values():

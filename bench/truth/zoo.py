@@ -99,8 +99,9 @@ def membudget_args(c, backend, torch_version=None):
     # the zoo's own BERT/GPT-2 call matmul/softmax; nn.MultiheadAttention (ViT) runs SDPA from
     # PyTorch 2 on, eager math before
     attention = "fused" if c["model"] == "vit_b_16" and major >= 2 else "eager"
+    # the truth's step: loss.backward(); del loss, y (cpu_truth.step)
     args = ["models/%s.onnx" % c["model"], "--batch", str(c["batch"]), "--optimizer", c["optimizer"],
-            "--loss", loss, "--attention", attention, "--backend", backend] + extra
+            "--loss", loss, "--attention", attention, "--backend", backend, "--hold-outputs", "backward"] + extra
     if major < 2:
         args += ["--grad-sum", "copy"]  # 1.13's autograd sums a tensor's gradients out of place
     for g in c.get("trainable", []):

@@ -402,10 +402,24 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
  *   eval_batch        N | train: after each step, a no-grad forward of the model in eval mode
  *                     (dropout off, BatchNorm on running statistics) at batch N, or at the
  *                     training batch; "", "none" or 0: no evaluation phase        (default "")
- *   zero_grad         none | zero | none-at-start: optimizer.zero_grad() after the step with
- *                     set_to_none (evaluation without .grad), set_to_none=False (.grad never
- *                     freed: through every step and the evaluation), or set_to_none at the start
- *                     of each step (evaluation with the last step's .grad)     (default none)
+ *   zero_grad         none | zero | none-at-start | before-backward: optimizer.zero_grad()
+ *                     after the step with set_to_none (evaluation without .grad),
+ *                     set_to_none=False (.grad never freed: through every step and the
+ *                     evaluation), set_to_none at the start of each step (evaluation with the
+ *                     last step's .grad), or after the next forward, before its backward
+ *                     (Lightning's closure: the last step's .grad through the forward)
+ *                                                         (default: the loop's; plain: none)
+ * The training loop around the step (docs/estimate.md, "The training loop"):
+ *   loop              plain | trainer | lightning | accelerate: a preset of the keys below and
+ *                     zero_grad (plain: next, none, no clipping; trainer: loss, none, 1.0;
+ *                     lightning: loss, before-backward, none; accelerate: next, none, none);
+ *                     keys given win over the preset, in any order          (default plain)
+ *   hold_outputs      loss | backward | step | next: when the loop lets go of the model's
+ *                     outputs and the loss: all but the loss once it is computed (Trainer), both
+ *                     when backward returns, after optimizer.step() and zero_grad(), or when
+ *                     the next iteration rebinds them                 (default: the loop's)
+ *   max_grad_norm     0 | NORM: clip_grad_norm_ after backward          (default: the loop's)
+ *   grad_scaler       auto | 0 | 1: torch.amp.GradScaler under fp16           (default auto)
  *   ema_swap          0 | 1: diffusers' EMAModel.store() + copy_to() around the evaluation
  *                     (needs ema)                                              (default 0)
  *   eval_keep_outputs K: the evaluation keeps K batches of outputs alive       (default 0)
@@ -551,6 +565,26 @@ MB_API const char *mb_category_name(int category);
 
 typedef enum mb_mode { MB_MODE_STATIC = 0, MB_MODE_MEASURED = 1 } mb_mode;
 
+/* The training loop around the step (setup key loop): a preset of what it holds and does. */
+typedef enum mb_loop {
+  MB_LOOP_PLAIN = 0,      /* a loop of its own, without del: hold_outputs next */
+  MB_LOOP_TRAINER = 1,    /* transformers' Trainer: hold_outputs loss, max_grad_norm 1 */
+  MB_LOOP_LIGHTNING = 2,  /* Lightning's automatic optimization: hold_outputs loss, zero_grad
+                           * before-backward */
+  MB_LOOP_ACCELERATE = 3  /* Accelerate's loop (the user's own): hold_outputs next */
+} mb_loop;
+/* When the loop lets go of the model's outputs (`out`) and the loss (setup key hold_outputs). */
+typedef enum mb_hold_outputs {
+  MB_HOLD_LOSS = 0,       /* the outputs once the loss is computed, the loss when backward ends */
+  MB_HOLD_BACKWARD = 1,   /* both when backward ends */
+  MB_HOLD_STEP = 2,       /* both after optimizer.step() and zero_grad() */
+  MB_HOLD_NEXT = 3        /* both when the next iteration rebinds them: the previous ones are
+                           * alive through the next forward */
+} mb_hold_outputs;
+MB_API const char *mb_loop_name(int loop);
+MB_API const char *mb_loop_description(int loop); /* the preset's habits, one sentence */
+MB_API const char *mb_hold_name(int hold);
+
 /* Where reserved_peak comes from. */
 typedef enum mb_reserved_source {
   MB_RESERVED_ALLOCATOR = 0, /* the model of PyTorch's caching allocator (docs/allocator.md) */
@@ -650,6 +684,15 @@ typedef struct mb_budget {
   uint64_t host_memory;          /* offloaded to the host (setup key offload): optimizer states,
                                   * fp32 master weights and gradients, parameters; not in any
                                   * device figure */
+  /* the training loop around the step (setup keys loop, hold_outputs; docs/estimate.md) */
+  int32_t loop;                  /* mb_loop */
+  int32_t hold_outputs;          /* mb_hold_outputs */
+  uint64_t loop_held;            /* the previous iteration's outputs and loss, alive from the
+                                  * step's start through its forward (hold_outputs next) */
+  int32_t loss_in_graph;         /* 1: the graph's output is the loss (the model computes it, as
+                                  * Hugging Face models given labels do); 0: membudget adds the
+                                  * loss on the model's output (setup key loss) */
+  int32_t reserved2_;
 } mb_budget;
 
 /* On failure the message is in mb_setup_errmsg(setup). */

@@ -168,6 +168,13 @@ static void json_setup(mb_strbuf *sb, const mb_setup *s, const mb_plan *p) {
   mb_sb_printf(sb, ",\n    \"attention\": \"%s\",\n    \"loss\": \"%s\",\n    \"loss_dtype\": \"%s\",\n",
                tr->attention == MB_ATTENTION_EAGER ? "eager" : tr->attention == MB_ATTENTION_FUSED ? "fused" : "auto",
                losses[tr->loss & 3], tr->loss_fp32 ? "fp32" : "auto");
+  mb_loop_opts lo;
+  int zero_grad = tr->eval.zero_grad;
+  mb_setup_loop_resolve(tr, &lo, &zero_grad);
+  mb_sb_printf(sb, "    \"loop\": \"%s\",\n    \"loop_description\": ", mb_loop_name(lo.loop));
+  mb_sb_json_str(sb, mb_loop_description(lo.loop));
+  mb_sb_printf(sb, ",\n    \"hold_outputs\": \"%s\",\n    \"max_grad_norm\": %.6g,\n    \"grad_scaler\": %s,\n",
+               mb_hold_name(lo.hold), lo.max_grad_norm, lo.grad_scaler ? "true" : "false");
   mb_sb_printf(sb, "    \"ema\": %s,\n    \"master_weights\": %s,\n    \"teacher\": %s,\n    \"teacher_offload\": %s,\n",
                tr->ema ? "true" : "false", tr->master_weights ? "true" : "false", tr->teacher ? "true" : "false",
                tr->teacher_offload ? "true" : "false");
@@ -224,6 +231,10 @@ static void json_budget(mb_strbuf *sb, const mb_budget *b) {
                (long long)(b->batch_size * b->grad_accumulation));
   mb_sb_printf(sb, "    \"world_size\": %lld,\n    \"global_batch_size\": %lld,\n    \"host_memory\": %llu,\n",
                (long long)b->world_size, (long long)b->global_batch_size, (unsigned long long)b->host_memory);
+  mb_sb_printf(sb, "    \"loop\": \"%s\",\n    \"hold_outputs\": \"%s\",\n    \"loop_held\": %llu,\n"
+                   "    \"loss_in_graph\": %s,\n",
+               mb_loop_name(b->loop), mb_hold_name(b->hold_outputs), (unsigned long long)b->loop_held,
+               b->loss_in_graph ? "true" : "false");
   mb_sb_printf(sb, "    \"solved\": %s,\n    \"fits\": %s,\n    \"peak_phase\": \"%s\",\n", b->solved ? "true" : "false",
                b->fits < 0 ? "null" : b->fits ? "true" : "false", mb_phase_name(b->peak_phase));
   field(sb, "params_trainable", b->params_trainable, 0);

@@ -5,17 +5,21 @@
 #include "budget/estimate.h"
 
 static const char *zero_grad_name(int z) {
-  return z == MB_ZERO_GRAD_ZERO ? "zero" : z == MB_ZERO_GRAD_NONE_AT_START ? "none-at-start" : "none";
+  return z == MB_ZERO_GRAD_ZERO ? "zero" : z == MB_ZERO_GRAD_NONE_AT_START ? "none-at-start"
+         : z == MB_ZERO_GRAD_BEFORE_BACKWARD ? "before-backward" : "none";
 }
 
 void mb_json_eval_setup(mb_strbuf *sb, const mb_setup *s) {
   const mb_eval_opts *e = &s->train.eval;
+  mb_loop_opts lo;
+  int zero_grad = e->zero_grad; /* as the loop's preset has it unless zero_grad was given */
+  mb_setup_loop_resolve(&s->train, &lo, &zero_grad);
   mb_sb_puts(sb, "    \"eval_batch\": ");
   if (e->batch < 0) mb_sb_puts(sb, "\"train\"");
   else if (e->batch) mb_sb_printf(sb, "%lld", (long long)e->batch);
   else mb_sb_puts(sb, "null");
   mb_sb_printf(sb, ",\n    \"zero_grad\": \"%s\",\n    \"ema_swap\": %s,\n    \"eval_keep_outputs\": %lld,\n",
-               zero_grad_name(e->zero_grad), e->ema_swap ? "true" : "false", (long long)e->keep_outputs);
+               zero_grad_name(zero_grad), e->ema_swap ? "true" : "false", (long long)e->keep_outputs);
   mb_sb_printf(sb, "    \"teacher_cache\": %lld,\n", (long long)e->teacher_cache);
 }
 

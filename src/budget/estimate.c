@@ -94,6 +94,13 @@ static void fill(const est *x, int64_t batch, const mb_run *r, const mb_reserved
   bu->world_size = tr->dist.world_size;
   bu->global_batch_size = batch * tr->grad_accumulation * tr->dist.world_size;
   bu->host_memory = x->p->host_bytes;
+  mb_loop_opts lo;
+  int zero_grad = tr->eval.zero_grad;
+  mb_setup_loop_resolve(tr, &lo, &zero_grad);
+  bu->loop = lo.loop;
+  bu->hold_outputs = lo.hold;
+  bu->loop_held = r->tagged[MB_TAG_LOOP_HELD];
+  bu->loss_in_graph = p->loss_in_graph;
   bu->peak_phase = r->peak_phase;
   weights(p, tr->rounding, bu);
   bu->buffers = r->persistent[MB_CAT_BUFFER];

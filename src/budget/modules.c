@@ -343,9 +343,10 @@ static int arrange(builder *b) {
   return b->d->status;
 }
 
+/* what forward keeps (the previous iteration's outputs a loop holds are no forward's) */
 static void snapshot_kept(builder *b, const int32_t *alloc_at, const uint64_t *bytes) {
   for (int32_t s = 0; s < b->p->n_slots; s++)
-    if (alloc_at[s] >= 0 && b->p->slots[s].category == MB_CAT_ACTIVATION)
+    if (alloc_at[s] >= 0 && b->p->slots[s].category == MB_CAT_ACTIVATION && b->p->slots[s].tag != MB_TAG_LOOP_HELD)
       at(b, attribute(b, alloc_at[s]))->kept += bytes[alloc_at[s]];
 }
 

@@ -41,6 +41,8 @@ MB_API int mb_setup_create(mb_setup **out) {
   t->batch_max = 65536;
   t->batch_multiple = 1;
   t->utilization = 0.9;
+  t->loop.loop = MB_LOOP_PLAIN;
+  t->grad_scaler = -1;
   set_backend(t, false); /* the CUDA defaults: foreach, rounding, allowance, context, cuBLAS */
   mb_setup_dist_defaults(&t->dist);
   mb_setup_fsdp_defaults(&t->dist);
@@ -368,6 +370,7 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
     if (rc == MB_OK) t->reserved_model = MB_RESERVED_ALLOWANCE; /* the allowance is what it sizes */
   } else if (!mb_setup_cuda_option(s, key, value, &rc) && !mb_setup_graphs_option(s, key, value, &rc) &&
              !mb_setup_report_option(s, key, value, &rc) && !mb_setup_eval_option(s, key, value, &rc) &&
+             !mb_setup_loop_option(s, key, value, &rc) &&
              !mb_setup_dist_option(s, key, value, &rc) && !mb_setup_fsdp_option(s, key, value, &rc) &&
              !mb_setup_limits_option(s, key, value, &rc)) {
     snprintf(s->errmsg, sizeof s->errmsg, "unknown setup option '%s'", key);

@@ -52,8 +52,14 @@ typedef struct mb_train {
   const char *gpu;          /* table name, or NULL */
   const mb_model *teacher;
   mb_eval_opts eval;
+  bool zero_grad_set;        /* zero_grad was given; else the loop's preset decides */
+  mb_loop_opts loop;         /* the loop around the step (setup_loop.c): its preset, and the */
+  unsigned loop_set;         /* MB_LOOP_SET_* keys given explicitly, which win over it */
+  int grad_scaler;           /* -1 auto (under fp16), 0 or 1 */
   mb_dist_opts dist;         /* several GPUs: what one rank holds (setup_dist.c) */
 } mb_train;
+#define MB_LOOP_SET_HOLD 1u
+#define MB_LOOP_SET_CLIP 2u
 
 
 /* What mb_estimate_json reports beside the budget (setup keys by_module, module_depth, top,
@@ -112,6 +118,11 @@ bool mb_setup_digits(const char *value, int64_t lo, int64_t hi, int64_t *out);
 /* a validated glob appended to a list */
 int mb_setup_add_pattern(mb_setup *s, char ***list, size_t *n, const char *glob);
 int mb_setup_eval_option(mb_setup *s, const char *key, const char *value, int *rc);
+/* setup_loop.c: the keys loop, hold_outputs, max_grad_norm, grad_scaler (1 when key is one of
+ * them); the loop the step runs in, the preset's values where no key overrode them, and the
+ * zero_grad it implies unless zero_grad was given; the names the output uses. */
+int mb_setup_loop_option(mb_setup *s, const char *key, const char *value, int *rc);
+void mb_setup_loop_resolve(const mb_train *t, mb_loop_opts *out, int *zero_grad);
 int mb_setup_dist_option(mb_setup *s, const char *key, const char *value, int *rc);
 void mb_setup_dist_defaults(mb_dist_opts *o);
 void mb_setup_dist_free(mb_dist_opts *o);

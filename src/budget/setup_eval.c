@@ -1,6 +1,6 @@
 /* The setup keys of evaluation inside training and of the teacher output cache:
  *   eval_batch         N | train | "" / 0 (none)
- *   zero_grad          none | zero | none-at-start
+ *   zero_grad          none | zero | none-at-start | before-backward
  *   ema_swap           0 | 1
  *   eval_keep_outputs  K >= 0
  *   teacher_cache      N >= 0
@@ -17,14 +17,17 @@ int mb_setup_eval_option(mb_setup *s, const char *key, const char *value, int *r
   int64_t n = 0;
   *rc = MB_OK;
   int k = 0;
-  static const char *const zero_grads[] = {"none", "zero", "none-at-start", NULL}; /* enum mb_zero_grad */
+  static const char *const zero_grads[] = {"none", "zero", "none-at-start", "before-backward", NULL}; /* enum mb_zero_grad */
   if (!strcmp(key, "eval_batch")) {
     if (!*value || !strcmp(value, "none")) e->batch = 0;
     else if (!strcmp(value, "train")) e->batch = -1;
     else if (mb_setup_digits(value, 0, MAX_BATCH, &n)) e->batch = n;
     else *rc = mb_setup_bad(s, key, value, "a batch size, 'train' (the training batch) or 0 (no evaluation)");
   } else if (!strcmp(key, "zero_grad")) {
-    if ((*rc = mb_setup_pick(s, key, value, zero_grads, &k)) == MB_OK) e->zero_grad = k;
+    if ((*rc = mb_setup_pick(s, key, value, zero_grads, &k)) == MB_OK) {
+      e->zero_grad = k;
+      s->train.zero_grad_set = true;
+    }
   } else if (!strcmp(key, "ema_swap")) {
     *rc = mb_setup_bool(s, key, value, &e->ema_swap);
   } else if (!strcmp(key, "eval_keep_outputs")) {

@@ -30,6 +30,7 @@ void mb_setup_step(const mb_setup *s, mb_step *out) {
       .batch_max = t->batch_max,
       .dist = t->dist,
   };
+  mb_setup_loop_resolve(t, &out->loop, &out->eval.zero_grad);
   mb_setup_shape_inputs(s, &out->shapes);
 }
 

@@ -30,6 +30,8 @@ static const struct { const char *flag, *key; } value_flags[] = {
   {"--module-loading", "module_loading"},
   {"--eval-batch", "eval_batch"}, {"--eval-keep-outputs", "eval_keep_outputs"},
   {"--zero-grad", "zero_grad"}, {"--teacher-cache", "teacher_cache"},
+  {"--loop", "loop"}, {"--hold-outputs", "hold_outputs"}, {"--max-grad-norm", "max_grad_norm"},
+  {"--grad-scaler", "grad_scaler"},
   {"--world-size", "world_size"}, {"--strategy", "strategy"}, {"--bucket-cap-mb", "bucket_cap_mb"},
   {"--fsdp-sharding", "fsdp_sharding"}, {"--fsdp-wrap", "fsdp_wrap"}, {"--gpus-per-node", "gpus_per_node"}, {"--offload", "offload"},
   {"--fsdp-reshard-root", "fsdp_reshard_root"}, {"--fsdp-version", "fsdp_version"},
@@ -129,6 +131,10 @@ static void print_human(const char *path, const mb_model *m, const mb_model *tea
     printf(" x %lld accumulation steps = %lld per optimizer step", (long long)b->grad_accumulation,
            (long long)(b->batch_size * b->grad_accumulation));
   printf("\n");
+  printf("loop     %s: %s (hold_outputs %s; --loop, --hold-outputs)\n", mb_loop_name(b->loop),
+         mb_loop_description(b->loop), mb_hold_name(b->hold_outputs));
+  printf("loss     %s\n", b->loss_in_graph ? "the model's own: the graph's output is the loss"
+                                           : "added on the model's output (--loss)");
   char sentence[4096];
   if (units && mb_setup_describe_batch(s, b->batch_size, sentence, sizeof sentence)) printf("         %s\n", sentence);
   printf("\n");
@@ -149,6 +155,7 @@ static void print_human(const char *path, const mb_model *m, const mb_model *tea
   add_row(&t, "static total", b->static_bytes, total);
   mb_table_rule(&t);
   add_row(&t, "input batch and targets", b->inputs, total);
+  if (b->loop_held) add_row(&t, "last iteration's outputs (the loop holds)", b->loop_held, total);
   add_row(&t, "activations kept at end of forward", b->activations, total);
   if (b->teacher_activations) add_row(&t, "teacher forward (transient)", b->teacher_activations, total);
   add_row(&t, "dynamic part of the peak", b->dynamic_peak, total);
@@ -186,7 +193,8 @@ static void print_human(const char *path, const mb_model *m, const mb_model *tea
   print_assumed(s, m, teacher, b);
   printf("\n");
   mb_cli_eval_line(b);
-  printf("peak in %s; ", mb_phase_name(b->peak_phase));
+  printf("peak in %s (loop %s, outputs held until %s); ", mb_phase_name(b->peak_phase), mb_loop_name(b->loop),
+         mb_hold_name(b->hold_outputs));
   if (b->fits < 0) printf("no device memory given\n");
   else if (b->fits) printf("fits with %s to spare\n", mb_fmt_bytes(z, sizeof z, (uint64_t)b->available));
   else printf("does NOT fit: short by %s\n", mb_fmt_bytes(z, sizeof z, (uint64_t)(-b->available)));

@@ -81,6 +81,13 @@ static const mb_grad_rule rules[MB_G_COUNT] = {
   [MB_G_CUMSUM]         = {"cumsum", 0, {0}, 0, 0, 0, FP32, 0},
   [MB_G_TOPK]           = {"topk", 0, {0}, 2, 0, 0, 0, 0},
   [MB_G_RNN]            = {"_cudnn_rnn", MB_GF_CUBLAS, {Y, Y, Y, Y}, 1, 0, MB_STATS_RNN, LOW, 0},
+  /* cross_entropy_loss is log_softmax then nll_loss (CompositeImplicitAutograd): LogSoftmax-
+   * Backward keeps its result (the log-probabilities, output 1 or MB_STATS_LOGPROB), NllLoss-
+   * Backward the target and the class weights, not the scores. nll_loss_backward fills a
+   * full-size grad of the log-probabilities (one temporary at input 0's size) before
+   * _log_softmax_backward_data makes the scores' grad. Autocast runs both in fp32
+   * (autocast_mode.h: log_softmax in AT_FORALL_FP32_SET_OPT_DTYPE, nll_loss in AT_FORALL_FP32). */
+  [MB_G_CROSS_ENTROPY]  = {"nll_loss (log_softmax kept)", 0, {0, Y, Y}, 0x2, 0, 0, FP32, 1},
   /* ONNX Attention (opset 23) runs as scaled_dot_product_attention */
   [MB_G_ATTENTION]      = {"_scaled_dot_product_efficient_attention", MB_GF_CUBLAS, {Y, Y, Y, Y}, 1, 0, MB_STATS_LSE, LOW, 0},
   /* clone (and roll): a new contiguous storage; backward hands the grad through */

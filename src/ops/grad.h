@@ -24,7 +24,9 @@ enum mb_stats {
   MB_STATS_INDICES_OUT, /* int64 per output element: max-pool indices */
   MB_STATS_MASK_IN,     /* 1 byte per input element: a dropout mask with no ONNX output */
   MB_STATS_LSE,         /* fp32 per query row: fused attention logsumexp */
-  MB_STATS_RNN          /* cuDNN RNN reserve space: gates x output elements */
+  MB_STATS_RNN,         /* cuDNN RNN reserve space: gates x output elements */
+  MB_STATS_LOGPROB      /* input 0's size in the op's dtype: cross-entropy's log-probabilities,
+                         * when SoftmaxCrossEntropyLoss has no log_prob output to keep */
 };
 
 /* Autocast class (aten/src/ATen/autocast_mode.h). */
@@ -64,7 +66,7 @@ typedef enum mb_grad_id {
   MB_G_GLOBAL_AVGPOOL, MB_G_GLOBAL_MAXPOOL, MB_G_BATCHNORM, MB_G_INSTANCENORM, MB_G_LAYERNORM,
   MB_G_GROUPNORM, MB_G_RMSNORM, MB_G_DROPOUT, MB_G_GATHER, MB_G_GATHER_ELEMENTS, MB_G_INDEX1,
   MB_G_REDUCE_SUM, MB_G_REDUCE_MEAN, MB_G_REDUCE_XY, MB_G_REDUCE_X, MB_G_SOFTMAX, MB_G_RESIZE,
-  MB_G_PAD, MB_G_CUMSUM, MB_G_TOPK, MB_G_RNN, MB_G_ATTENTION,
+  MB_G_PAD, MB_G_CUMSUM, MB_G_TOPK, MB_G_RNN, MB_G_ATTENTION, MB_G_CROSS_ENTROPY,
   /* aten ops of torch 2.x exports whose ONNX form means something else (passes/aten.c) */
   MB_G_COPY, MB_G_CONTIGUOUS, MB_G_FACTORY, MB_G_SDPA, MB_G_MASKED_FILL, MB_G_TRANSPOSE_LAST2, MB_G_ROTARY,
   MB_G_DETACH,

@@ -35,7 +35,7 @@ static int optimizer(mb_op_ctx *c) {
 
 const mb_op_def mb_ops_loss[] = {
   {"", "NegativeLogLikelihoodLoss", 12, 2, loss, MB_G_INDEX1},
-  {"", "SoftmaxCrossEntropyLoss", 12, 2, loss, MB_G_DEFAULT},
+  {"", "SoftmaxCrossEntropyLoss", 12, 2, loss, MB_G_CROSS_ENTROPY},
   {"ai.onnx.preview.training", "Adagrad", 1, 5, optimizer, MB_G_NONDIFF},
   {"ai.onnx.preview.training", "Momentum", 1, 5, optimizer, MB_G_NONDIFF},
   {"ai.onnx.preview.training", "Adam", 1, 6, optimizer, MB_G_NONDIFF},

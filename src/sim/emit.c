@@ -14,75 +14,9 @@
 
 #include "graph/dtype.h"
 #include "sim/build.h"
+#include "sim/emitter.h"
+#include "sim/loop.h"
 #include "sim/optim.h"
-
-typedef struct emitter {
-  mb_builder *b;
-  int phase;
-  int32_t *owned_first, *owned_n; /* per trainable weight: its state/master/grad slots in setup */
-  int32_t *gslot;     /* student: per value, its gradient's storage (-1 none) */
-  int32_t *pgrad;     /* student: per value, the .grad of a trainable initializer */
-  int32_t *dup;       /* recompute: original slot -> recomputed slot (-1 none) */
-  bool *reached_any;  /* per value: a gradient was delivered to this trainable weight */
-  bool *gview;        /* per value: the gradient held for it is a view (a linear weight's),
-                       * which the engine cannot add the next one into in place */
-  bool *gexp;         /* per value: the gradient held for it is sum's expanded view of a
-                       * smaller grad (stride 0: not dense), held in that grad's storage */
-  const bool *reached;
-  int32_t dup_n;
-  /* a .grad kept from earlier micro-steps (persistent_grads) of a weight several nodes read: the
-   * incoming gradients meet in its AccumulateGrad's input buffer first (summed as gslot's are),
-   * and the sum is added into .grad when the last arrives (held: that buffer, -1 none; due:
-   * gradients still to come) */
-  int32_t *held, *due;
-  bool *held_view;
-} emitter;
-
-static mb_slot *slot(emitter *e, int32_t s) { return &e->b->p->slots[s]; }
-
-static int ev(emitter *e, int alloc, int model, int32_t s, int32_t node) {
-  mb_plan *p = e->b->p;
-  if (s < 0 || p->slots[s].rule == MB_SZ_ZERO) return MB_OK;
-  if (p->n_ev == p->cap_ev) {
-    int32_t cap = p->cap_ev ? p->cap_ev * 2 : 4096;
-    mb_event_rec *grown = realloc(p->ev, (size_t)cap * sizeof *grown);
-    if (!grown) return mb_fail(e->b->d, MB_E_NOMEM, "out of memory");
-    p->ev = grown;
-    p->cap_ev = cap;
-  }
-  p->ev[p->n_ev++] = (mb_event_rec){(uint8_t)alloc, (uint8_t)e->phase, (uint8_t)model, s, node};
-  return MB_OK;
-}
-
-static void hold(emitter *e, int32_t s) {
-  if (s >= 0 && slot(e, s)->refs != MB_PERSISTENT) slot(e, s)->refs++;
-}
-
-static void release(emitter *e, int model, int32_t s, int32_t node) {
-  if (s < 0) return;
-  mb_slot *sl = slot(e, s);
-  if (sl->refs == MB_PERSISTENT || sl->refs <= 0) return;
-  if (--sl->refs == 0) ev(e, 0, model, s, node);
-}
-
-static int32_t map(const emitter *e, int32_t s) {
-  return e->dup && s >= 0 && s < e->dup_n && e->dup[s] >= 0 ? e->dup[s] : s;
-}
-
-static int32_t fresh(emitter *e, int model, int rule, int cat, int32_t ref, int32_t dtype, const char *name) {
-  int32_t s = mb_slot_new(e->b, model, rule, cat, ref, dtype, name);
-  if (s >= 0) slot(e, s)->refs = 1;
-  return s;
-}
-
-static int32_t fixed(emitter *e, int model, int cat, uint64_t bytes, const char *name, int persistent) {
-  int32_t s = mb_slot_new(e->b, model, MB_SZ_FIXED, cat, -1, 0, name);
-  if (s < 0) return -1;
-  slot(e, s)->fixed = bytes;
-  slot(e, s)->refs = persistent ? MB_PERSISTENT : 1;
-  ev(e, 1, model, s, -1);
-  return s;
-}
 
 /* ---- forward ---- */
 
@@ -382,8 +316,10 @@ static int backward_node(emitter *e, const mb_lnode *ln) {
   }
   /* formula temporaries, alive together while the node runs */
   int32_t tmps[4], n_tmp = 0;
+  /* in the dtype the op ran in: an autocast copy's, when it made one */
+  int32_t tmp_dtype = ln->in[0] < 0 ? 0 : ln->cast_slot[0] >= 0 ? slot(e, ln->cast_slot[0])->dtype : ms->rt[ln->in[0]];
   for (int k = 0; k < r->bwd_tmp && k < 4 && ln->in[0] >= 0; k++) {
-    int32_t t = fresh(e, 0, MB_SZ_VALUE, MB_CAT_TEMPORARY, ln->in[0], ms->rt[ln->in[0]], "backward temporary");
+    int32_t t = fresh(e, 0, MB_SZ_VALUE, MB_CAT_TEMPORARY, ln->in[0], tmp_dtype, "backward temporary");
     if (t < 0) return b->d->status;
     ev(e, 1, 0, t, node);
     tmps[n_tmp++] = t;
@@ -422,13 +358,19 @@ typedef struct loss_state {
   int32_t work; /* the dtype the loss is computed in (its value, its grad seed, the log-probs) */
 } loss_state;
 
+/* The dtype the loss is computed in: the output's in pure fp16/bf16 (unless loss_dtype fp32),
+ * else fp32 (autocast runs the losses in fp32). */
+static int32_t loss_work_dtype(const mb_builder *b) {
+  return b->pure && !b->step->loss_fp32 ? b->ms[0].rt[b->loss_out] : MB_DTYPE_FLOAT;
+}
+
 static int loss_forward(emitter *e, loss_state *ls) {
   mb_builder *b = e->b;
   const mb_model_state *ms = &b->ms[0];
   int32_t y = b->loss_out, ys = ms->slot_of[y];
   ls->cast = ls->logp = -1;
   bool upcast = (b->amp || b->step->loss_fp32) && ms->rt[y] != MB_DTYPE_FLOAT;
-  int32_t work = ls->work = b->pure && !b->step->loss_fp32 ? ms->rt[y] : MB_DTYPE_FLOAT;
+  int32_t work = ls->work = loss_work_dtype(b);
   if (b->loss == MB_LOSS_NONE) {
     ls->value = ys;
     return MB_OK;
@@ -475,7 +417,7 @@ static int loss_backward(emitter *e, loss_state *ls) {
   release(e, 0, g, -1);
   if (ls->logp >= 0) release(e, 0, ls->logp, -1);
   if (ls->cast >= 0) release(e, 0, ls->cast, -1);
-  release(e, 0, ls->value, -1);
+  /* the loss itself lives as long as the loop keeps it (sim/loop.c) */
   if (ms->rt[y] != work) { /* back through the fp32 cast */
     int32_t gy = fresh(e, 0, MB_SZ_VALUE, MB_CAT_ACT_GRAD, y, ms->rt[y], "grad of model output");
     ev(e, 1, 0, gy, -1);
@@ -487,12 +429,6 @@ static int loss_backward(emitter *e, loss_state *ls) {
 }
 
 /* ---- setup and optimizer ---- */
-
-static uint64_t dtype_bytes(int32_t dtype, uint64_t numel) {
-  uint64_t bytes = 0;
-  mb_dtype_bytes(dtype, numel, &bytes);
-  return bytes;
-}
 
 /* nn.BatchNorm's num_batches_tracked: an int64 buffer per layer that keeps running statistics,
  * which the exporters leave out (its add_ is not part of the graph's computation) */
@@ -537,6 +473,9 @@ static int dist_supported(const mb_builder *b) {
   if (o->offload != MB_OFFLOAD_NONE && !zero && o->strategy != MB_STRATEGY_FSDP)
     return mb_fail(b->d, MB_E_INVALID_ARG, "offload needs strategy zero1, zero2, zero3 or fsdp");
   if (mb_dist_fsdp_mp_refused(b) != MB_OK) return b->d->status;
+  if (o->world_size > 1 && mb_loop_keeps_grads(step))
+    return mb_fail(b->d, MB_E_UNSUPPORTED, "zero_grad before-backward (Lightning's closure) on several ranks is not "
+                                          "modelled yet");
   if (!zero && (o->strategy != MB_STRATEGY_FSDP || mb_dist_shards(o) <= 1)) return MB_OK;
   const char *what = step->eval.zero_grad == MB_ZERO_GRAD_ZERO ? "zero_grad zero"
                      : step->ema ? "an EMA copy" : !zero && step->master_weights ? "master weights" : NULL;
@@ -699,6 +638,8 @@ static int emit_setup(emitter *e, loss_state *ls) {
         int32_t s = fixed(e, 0, MB_CAT_GRADIENT, dtype_bytes(dt, kept), ct->name, 1);
         if (s < 0) return b->d->status;
         if (!flat_grads_kept(step)) e->pgrad[v] = s;
+      } else if (mb_loop_keeps_grads(step) && mb_loop_prev_grad(e, e->loop, dtype_bytes(dt, ct->numel)) != MB_OK) {
+        return b->d->status;
       }
       e->owned_n[v] = p->n_slots - e->owned_first[v];
     }
@@ -750,7 +691,7 @@ static int emit_setup(emitter *e, loss_state *ls) {
     slot(e, ls->target)->refs = MB_PERSISTENT;
     ev(e, 1, 0, ls->target, -1);
   }
-  return b->d->status;
+  return mb_loop_setup(e, e->loop, loss_work_dtype(b));
 }
 
 static int emit_optimizer(emitter *e) {
@@ -939,7 +880,8 @@ static int emit_eval(emitter *e) {
 }
 
 int mb_emit_step(mb_builder *b) {
-  emitter e = {.b = b};
+  mb_loop_state loop;
+  emitter e = {.b = b, .loop = &loop};
   mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
   e.gslot = mb_arena_array(&b->a, (size_t)g->n_values + 1, sizeof(int32_t));
@@ -952,6 +894,7 @@ int mb_emit_step(mb_builder *b) {
   if (!e.reached_any || !e.gview || !e.gexp) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   if (!e.gslot || !e.pgrad || !e.owned_first || !e.owned_n) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   for (int32_t v = 0; v < g->n_values; v++) e.gslot[v] = e.pgrad[v] = -1;
+  if (mb_loop_init(&e, &loop) != MB_OK) return b->d->status;
   loss_state ls = {0};
   segment *sg = NULL;
   if (find_segments(&e, &sg) != MB_OK) return b->d->status;
@@ -989,9 +932,10 @@ int mb_emit_step(mb_builder *b) {
     if (forward_node(&e, 0, ln, ln->segment < 0, false) != MB_OK) return b->d->status;
     for (; next < n_holds[0] && holds[0][next].until == i; next++) release(&e, 0, holds[0][next].slot, ln->node);
   }
+  mb_loop_forward_done(&e, &loop);
 
   e.phase = MB_PHASE_LOSS;
-  if (loss_forward(&e, &ls) != MB_OK) return b->d->status;
+  if (loss_forward(&e, &ls) != MB_OK || mb_loop_loss_done(&e, &loop, ls.value) != MB_OK) return b->d->status;
   for (int32_t k = 0; k < ms->n_wc; k++) release(&e, 0, ms->wc[k].copy_slot, -1); /* autocast exits */
 
   e.phase = MB_PHASE_BACKWARD;
@@ -1009,6 +953,7 @@ int mb_emit_step(mb_builder *b) {
     for (int32_t v = 0; v < g->n_values; v++)
       if (e.due[v] < 2) e.due[v] = 0; /* read once: its gradient goes straight into .grad */
   }
+  mb_loop_backward_start(&e, &loop);
   if (loss_backward(&e, &ls) != MB_OK) return b->d->status;
   if (b->step->teacher && !b->step->eval.teacher_cache) { /* with a cache they stay: emit_step_end */
     mb_model_state *ts = &b->ms[1];
@@ -1038,7 +983,7 @@ int mb_emit_step(mb_builder *b) {
     if (e.gslot[v] >= 0) release(&e, 0, e.gslot[v], -1);
   for (int32_t v = 0; e.held && v < g->n_values; v++) /* a reader that made no gradient */
     if (e.held[v] >= 0) release(&e, 0, e.held[v], -1);
-  for (int32_t i = 0; i < g->n_outputs; i++) release(&e, 0, ms->slot_of[g->outputs[i]], -1);
+  mb_loop_backward_done(&e, &loop);
 
   /* A weight the loss never reaches gets no .grad, and torch.optim skips weights without
    * one: no state, no master copy, no accumulated grad. Its setup slots become empty. */
@@ -1053,12 +998,22 @@ int mb_emit_step(mb_builder *b) {
   }
   e.phase = MB_PHASE_OPTIMIZER;
   e.reached = reached;
-  if (emit_optimizer(&e) != MB_OK) return b->d->status;
+  int32_t n_grads = 0, grad_dtype = MB_DTYPE_FLOAT;
+  for (int32_t v = 0; v < g->n_values; v++)
+    if (reached[v]) {
+      grad_dtype = ms->rt[v];
+      n_grads++;
+    }
+  if (mb_loop_clip(&e, &loop, n_grads, (uint64_t)mb_dtype_bits(grad_dtype) / 8) != MB_OK ||
+      emit_optimizer(&e) != MB_OK)
+    return b->d->status;
+  mb_loop_step_done(&e, &loop);
   b->p->states_at_init = mb_optim_get(b->step->optimizer)->states_at_init;
   if (b->step->eval.batch && emit_eval(&e) != MB_OK) return b->d->status;
   if (b->step->teacher && b->step->eval.teacher_cache) { /* this step's entry of the cache: the step ends */
     mb_model_state *ts = &b->ms[1];
     for (int32_t i = 0; i < ts->g->n_outputs; i++) release(&e, 1, ts->slot_of[ts->g->outputs[i]], -1);
   }
+  mb_loop_iteration_done(&e, &loop);
   return b->d->status;
 }

@@ -268,6 +268,11 @@ static int stats_slot(mb_builder *b, int model, mb_lnode *ln, int stats, bool ha
              b->p->slots[ln->in_slot[0]].dtype == MB_DTYPE_FLOAT ? 32 : 0;
       name = "attention logsumexp";
       break;
+    case MB_STATS_LOGPROB: /* in the dtype the op runs in: its fp32 copy under autocast */
+      if (ln->cast_slot[0] >= 0) dtype = b->p->slots[ln->cast_slot[0]].dtype;
+      else if (x >= 0) dtype = ms->rt[x];
+      name = "log-probabilities (cross-entropy)";
+      break;
     case MB_STATS_RNN:
       ref = y; dtype = ms->rt[y];
       factor = is_op(n, "LSTM") ? 4 : is_op(n, "GRU") ? 3 : 1;
@@ -581,6 +586,7 @@ static void keep_for_backward(mb_builder *b, int model, mb_lnode *ln) {
       if (ln->saved[k] == ln->cast_slot[i] && ln->src_slot[i] >= 0) b->p->slots[ln->saved[k]].category = MB_CAT_ACTIVATION;
   int stats = r->stats;
   if (ln->rule == MB_G_DROPOUT && (ln->n_out < 2 || ln->out[1] < 0)) stats = MB_STATS_MASK_IN;
+  if (ln->rule == MB_G_CROSS_ENTROPY && (ln->n_out < 2 || ln->out[1] < 0)) stats = MB_STATS_LOGPROB;
   if (!stats) return;
   /* norms keep their two statistics (mean and rstd) as two tensors */
   bool two = stats == MB_STATS_ROWS2 || stats == MB_STATS_CHANNELS2 || stats == MB_STATS_INSTANCE2 ||
@@ -864,6 +870,7 @@ static int choose_loss(mb_builder *b) {
   const char *name = g->values[b->loss_out].name;
   b->loss = b->step->loss;
   if (b->loss == MB_LOSS_AUTO) b->loss = mb_tinfo_numel(y) <= 1 ? MB_LOSS_NONE : MB_LOSS_CE;
+  b->p->loss_in_graph = b->loss == MB_LOSS_NONE;
   if (b->loss == MB_LOSS_NONE && mb_tinfo_numel(y) > 1)
     return mb_fail(b->d, MB_E_INVALID_ARG,
                    "loss none: output '%s' is not a scalar loss (it has %llu elements); use --loss ce or mse",

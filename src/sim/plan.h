@@ -31,6 +31,7 @@ enum mb_slot_tag {
   MB_TAG_TEACHER_CACHE, /* earlier batches of the teacher's outputs (teacher_cache) */
   MB_TAG_EVAL_OUTPUTS,  /* earlier batches of the evaluation's outputs (eval_keep_outputs) */
   MB_TAG_EMA_STORE,     /* EMAModel.store's copy of a parameter */
+  MB_TAG_LOOP_HELD,     /* the previous iteration's outputs and loss the loop still holds */
   MB_TAG_COUNT
 };
 
@@ -73,6 +74,7 @@ typedef struct mb_plan {
                          * has returned; level_after_optimizer is read there) */
   int32_t eval_fwd_first, eval_fwd_end; /* events of the evaluation batch and its forward */
   char note[512];       /* what was assumed (loss chosen, ...) */
+  bool loss_in_graph;   /* the graph's output is the loss (loss none): the model computes it */
   /* the model's and the teacher's (NULL: none) shapes the plan was built from, at shapes_batch:
    * those of a run at that batch, which a batch-size search starts its lines with */
   mb_shapes *shapes[2];

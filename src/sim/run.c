@@ -151,6 +151,7 @@ int mb_plan_run_lines(const mb_plan *p, const mb_step *step, int64_t batch, mb_l
   }
 
   uint64_t live = 0, cat[MB_CAT_COUNT] = {0}, teacher_base = 0, eval_base = 0, step_end = 0;
+  uint64_t held = 0; /* live bytes of the previous iteration's outputs: activations of no forward */
   int prev = MB_PHASE_SETUP;
   bool snap_setup = false, snap_fwd = false;
   for (int32_t i = 0; i < p->n_ev; i++) {
@@ -169,7 +170,7 @@ int mb_plan_run_lines(const mb_plan *p, const mb_step *step, int64_t batch, mb_l
         memcpy(r->eval_at_peak, cat, sizeof cat);
       }
       if (!snap_fwd && e->phase > MB_PHASE_FORWARD) {
-        r->activations = cat[MB_CAT_ACTIVATION];
+        r->activations = cat[MB_CAT_ACTIVATION] - held;
         snap_fwd = true;
       }
       prev = e->phase;
@@ -179,6 +180,7 @@ int mb_plan_run_lines(const mb_plan *p, const mb_step *step, int64_t batch, mb_l
     const mb_slot *sl = &p->slots[e->slot];
     if (size[e->slot] == UNSIZED && !size_slot(p, e->slot, t, t_eval, step->rounding, batch, r, size, d)) break;
     uint64_t b = size[e->slot];
+    if (sl->tag == MB_TAG_LOOP_HELD) held = e->alloc ? held + b : held - b;
     if (e->alloc) {
       live += b;
       cat[sl->category] += b;
@@ -226,7 +228,7 @@ int mb_plan_run_lines(const mb_plan *p, const mb_step *step, int64_t batch, mb_l
   /* people log after optimizer.step(), before the evaluation's zero_grad ends the phase */
   if (p->eval_batch) r->phase_end[MB_PHASE_OPTIMIZER] = p->step_end < p->n_ev ? step_end : live;
   if (!snap_setup) memcpy(r->persistent, cat, sizeof cat);
-  if (!snap_fwd) r->activations = cat[MB_CAT_ACTIVATION];
+  if (!snap_fwd) r->activations = cat[MB_CAT_ACTIVATION] - held;
   r->inputs = r->persistent[MB_CAT_INPUT] - r->teacher_cache_resident;
   free(size);
   for (int k = 0; k < 3; k++) mb_shapes_free(sh[k]);

@@ -23,8 +23,10 @@ enum mb_loss { MB_LOSS_AUTO, MB_LOSS_CE, MB_LOSS_MSE, MB_LOSS_NONE };
  * charges SDPA as its math path. */
 typedef enum mb_attention_mode { MB_ATTENTION_AUTO = 0, MB_ATTENTION_FUSED, MB_ATTENTION_EAGER } mb_attention_mode;
 
-/* Evaluation inside training and the teacher output cache (budget/setup_eval.c). */
-enum mb_zero_grad { MB_ZERO_GRAD_NONE, MB_ZERO_GRAD_ZERO, MB_ZERO_GRAD_NONE_AT_START };
+/* Evaluation inside training and the teacher output cache (budget/setup_eval.c). zero_grad:
+ * set_to_none after the step, set_to_none=False, set_to_none at the start of the next step,
+ * or set_to_none after the next step's forward, before its backward (Lightning's closure). */
+enum mb_zero_grad { MB_ZERO_GRAD_NONE, MB_ZERO_GRAD_ZERO, MB_ZERO_GRAD_NONE_AT_START, MB_ZERO_GRAD_BEFORE_BACKWARD };
 typedef struct mb_eval_opts {
   int64_t batch;            /* 0: no evaluation phase; -1: at the training batch; else its size */
   int zero_grad;            /* enum mb_zero_grad */
@@ -32,6 +34,19 @@ typedef struct mb_eval_opts {
   int64_t keep_outputs;     /* batches of outputs the evaluation keeps */
   int64_t teacher_cache;    /* batches of teacher outputs kept on the device */
 } mb_eval_opts;
+
+/* The training loop around the step (budget/setup_loop.c; sim/loop.c). hold: when the loop
+ * lets go of the model's outputs (`out`) and the loss: once the loss is computed, all but the
+ * loss, and the loss when backward ends (MB_HOLD_LOSS: transformers' Trainer); both when
+ * backward ends; after optimizer.step() and zero_grad(); or when the next iteration rebinds
+ * them, so the previous ones are alive during the next forward (MB_HOLD_NEXT). */
+/* (enum mb_loop and enum mb_hold_outputs are public: membudget.h) */
+typedef struct mb_loop_opts {
+  int loop;                 /* enum mb_loop: the preset the others default to */
+  int hold;                 /* enum mb_hold_outputs */
+  double max_grad_norm;     /* > 0: clip_grad_norm_(parameters, max_grad_norm) after backward */
+  bool grad_scaler;         /* fp16: torch.amp.GradScaler scales the loss and unscales the grads */
+} mb_loop_opts;
 
 /* Which weights train: a name matching a trainable glob trains (trainable wins), else one
  * matching a freeze glob does not, else it trains. */
@@ -66,6 +81,7 @@ typedef struct mb_step {
   const mb_model *teacher;  /* a frozen model run before the student, or NULL */
   bool teacher_offload;     /* its weights stream in layer by layer instead of staying */
   mb_eval_opts eval;
+  mb_loop_opts loop;        /* resolved: the preset's values where no key overrode them */
   uint64_t rounding;        /* the allocator's block: device bytes round up to it (<= 1: exact) */
   uint64_t workspace;       /* bytes of one thread's GEMM workspaces (cuBLAS's and cuBLASLt's) */
   int64_t batch;            /* the batch size asked for; -1 when the budget solves for one */

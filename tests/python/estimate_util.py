@@ -13,8 +13,11 @@ from onnx import TensorProto, helper, numpy_helper
 from conftest import run
 
 F = TensorProto.FLOAT
-# exact tensor bytes, no allocator rounding, no context or allowance, no cuBLAS workspace
-EXACT = ["--rounding", "1", "--context", "0", "--fragmentation", "0", "--cublas-workspace", "0"]
+# exact tensor bytes, no allocator rounding, no context or allowance, no cuBLAS workspace; and
+# the loop these derivations write: out and the loss deleted when backward returns (a later
+# --hold-outputs or --loop in a test's own flags wins)
+TIDY = ["--hold-outputs", "backward"]
+EXACT = ["--rounding", "1", "--context", "0", "--fragmentation", "0", "--cublas-workspace", "0", *TIDY]
 
 
 def init(name, *dims):
@@ -34,13 +37,21 @@ def tensor(name, *dims, dtype=F):
     return helper.make_tensor_value_info(name, dtype, list(dims))
 
 
+def tidy(args):
+    """The step these derivations write: the loop deletes out and the loss when backward
+    returns (`loss.backward(); del out, loss`, hold_outputs backward), unless a test names the
+    loop it means."""
+    args = [str(a) for a in args]
+    return args if "--hold-outputs" in args or "--loop" in args else args + TIDY
+
+
 def estimate(cli, path, *args, check=0):
-    p = run(cli, "estimate", path, "--json", *args, check=check)
+    p = run(cli, "estimate", path, "--json", *tidy(args), check=check)
     return json.loads(p.stdout)["budget"]
 
 
 def trace(cli, path, *args):
-    p = run(cli, "estimate", path, "--json", "--trace", *args, check=0)
+    p = run(cli, "estimate", path, "--json", "--trace", *tidy(args), check=0)
     return json.loads(p.stdout)
 
 
@@ -52,7 +63,8 @@ class Step:
 
     PHASES = ("setup", "teacher", "forward", "loss", "backward", "optimizer")
 
-    def __init__(self):
+    def __init__(self, tidy=True):
+        self.tidy = tidy  # the loop lets go of the loss when backward returns (TIDY)
         self.live = 0
         self.phase = "setup"
         self.peaks = {"setup": 0}
@@ -65,6 +77,8 @@ class Step:
         self.live_at_peak = {}
 
     def enter(self, phase):
+        if self.tidy and phase == "optimizer" and "loss" in self.tensors:
+            self.free("loss")  # the loop holds the loss until backward returns (TIDY)
         self.entered.setdefault(phase, self.live)
         self.phase = phase
         self.peaks[phase] = max(self.peaks.get(phase, 0), self.live)
@@ -132,7 +146,8 @@ class Step:
 def ce_loss(s, logits_bytes, grad_name="g_logits"):
     """Cross-entropy (log_softmax + nll_loss) on fp32 logits of logits_bytes: forward keeps the
     log-probs and a 4-byte loss; backward allocates the seed, the grad of the log-probs, then the
-    grad of the logits (left alive as grad_name)."""
+    grad of the logits (left alive as grad_name). The loss stays: the loop holds it until
+    backward returns (free it with the outputs)."""
     s.enter("loss")
     s.alloc("logp", logits_bytes)
     s.alloc("loss", 4)
@@ -141,4 +156,4 @@ def ce_loss(s, logits_bytes, grad_name="g_logits"):
     s.alloc("g_logp", logits_bytes)
     s.free("seed")
     s.alloc(grad_name, logits_bytes)
-    s.free("g_logp", "logp", "loss")
+    s.free("g_logp", "logp")

@@ -34,20 +34,22 @@ def fake_device(monkeypatch):
 def test_estimate_measured_equals_cli(cli, relu, fake_device):
     doc = json.loads(cli_env(cli, "estimate", relu, *RELU, "--mode", "measured", "--json", env=fake_env(),
                              check=0).stdout)
-    b = membudget.estimate(relu, mode="measured", loss="mse", optimizer="sgd", options=fake_options())
+    b = membudget.estimate(relu, mode="measured", loss="mse", optimizer="sgd", hold_outputs="backward",
+                           options=fake_options())
     assert b.mode == "measured" and b.batch_size == 84
     assert b.to_dict() == doc["budget"]
     assert b.measured == doc["measured"]
     assert str(b) == doc["summary"]
     fake_device()
-    assert membudget.compute_batch_size(relu, mode="measured", loss="mse", optimizer="sgd",
+    assert membudget.compute_batch_size(relu, mode="measured", loss="mse", optimizer="sgd", hold_outputs="backward",
                                         options=fake_options()) == 84
 
 
 @needs_fake
 def test_measure_equals_cli(cli, relu, fake_device):
     doc = json.loads(cli_env(cli, "measure", relu, *RELU, "--batch", "1,4", "--json", env=fake_env(), check=0).stdout)
-    got = membudget.measure(relu, [1, 4], options=dict(fake_options(), loss="mse", optimizer="sgd"))
+    got = membudget.measure(relu, [1, 4], options=dict(fake_options(), loss="mse", optimizer="sgd",
+                                                       hold_outputs="backward"))
     for r in doc["replays"] + got["replays"]:
         r.pop("seconds")
     assert got == doc

@@ -72,18 +72,22 @@ def test_hf_decoder_with_keyword_inputs_and_its_own_loss(cli, child):
     assert [(i["name"], i["shape"]) for i in doc["inputs"]] == [
         ("input_ids", ["batch", "sequence"]), ("attention_mask", ["batch", "sequence"]),
         ("labels", ["batch", "sequence"])]
-    assert len(doc["outputs"]) == 1 and doc["outputs"][0]["shape"] == []   # Hugging Face's loss
+    # the ModelOutput's tensors: Hugging Face's loss first, then the logits the output holds
+    assert [o["shape"] for o in doc["outputs"]] == [[], ["batch", "sequence", V]]
     assert res["llama"]["parameters"] == LLAMA_PARAMS and res["llama"]["is_meta"]
-    # dims given: at them; not given: the example's sequence length (64)
-    assert cli_budget(cli, out / "llama.onnx", "--batch", "4", "--dim", "sequence=128") == res["llama"]["budget"]
-    assert cli_budget(cli, out / "llama.onnx", "--batch", "4", "--dim", "sequence=64") == \
+    # dims given: at them; not given: the example's sequence length (64); the loop: Trainer's,
+    # membudget.torch's default for a Hugging Face model
+    assert cli_budget(cli, out / "llama.onnx", "--batch", "4", "--dim", "sequence=128", "--loop", "trainer") == \
+        res["llama"]["budget"]
+    assert cli_budget(cli, out / "llama.onnx", "--batch", "4", "--dim", "sequence=64", "--loop", "trainer") == \
         res["llama"]["budget_example_seq"]
 
 
 def test_hf_encoder(cli, child):
     out, res = child
     assert info_json(cli, out / "bert.onnx")["totals"]["parameters"] == res["bert"]["parameters"] == 28_795_194
-    assert cli_budget(cli, out / "bert.onnx", "--batch", "4", "--dim", "sequence=128") == res["bert"]["budget"]
+    assert cli_budget(cli, out / "bert.onnx", "--batch", "4", "--dim", "sequence=128", "--loop", "trainer") == \
+        res["bert"]["budget"]
 
 
 def test_several_inputs_positional_and_keyword(cli, child):
@@ -127,10 +131,11 @@ def test_hf_gradient_checkpointing_becomes_checkpoint_globs(child):
 
 @pytest.mark.parametrize("name", ["llama_small", "gpt2_small", "bert_small"])
 def test_same_prediction_as_the_committed_file(cli, child, name):
-    # models/torch2/NAME.dynamo.onnx was exported from the same config by models/make_torch2_models.py
+    # models/torch2/NAME.dynamo.onnx was exported from the same config by models/make_torch2_models.py;
+    # membudget.torch runs a Hugging Face model's step as the Trainer does
     _, res = child
-    assert cli_budget(cli, MODELS / "torch2" / f"{name}.dynamo.onnx", "--batch", "8", "--dim", "sequence=256") == \
-        res["zoo"][name]
+    assert cli_budget(cli, MODELS / "torch2" / f"{name}.dynamo.onnx", "--batch", "8", "--dim", "sequence=256",
+                      "--loop", "trainer") == res["zoo"][name]
 
 
 def test_truth_cases_predict_the_same_through_membudget_torch(cli, child):
@@ -182,7 +187,7 @@ def test_hf_config_to_budget_equals_the_cli_on_its_export(cli, config, tmp_path)
     doc = json.loads(p.stdout)
     # fp32 weights whatever torch_dtype says (--precision says how training runs)
     assert doc["parameters"] == doc["trainable_parameters"] == LLAMA_PARAMS
-    assert doc["budget"] == cli_budget(cli, onnx, "--batch", "4", "--dim", "sequence=128")
+    assert doc["budget"] == cli_budget(cli, onnx, "--batch", "4", "--dim", "sequence=128", "--loop", "trainer")
     assert doc["budget"]["params_trainable"] + doc["budget"]["embeddings"] >= 4 * LLAMA_PARAMS
 
 

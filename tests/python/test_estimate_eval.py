@@ -340,6 +340,7 @@ def test_eval_under_autocast(cli, mlp):
     b, e = 2, 8
     got = estimate(cli, mlp, "--batch", str(b), "--eval-batch", str(e), "--precision", "amp-fp16", *SGD)
     base = P1 + P2 + f32(b, 4) + 8 * b     # .grad set to None
+    base += 2 * 4                          # GradScaler's scale and growth tracker (fp16's loop)
     X, XC, H = f32(e, 4), f32(e, 4) // 2, f32(e, 8) // 2
     W1C, W2C = P1 // 2, P2 // 2
     at_fc1 = X + XC + W1C + H                  # x's cast goes after fc1

@@ -35,7 +35,7 @@ def mse_loss(s, y_bytes, grad="g_y"):
     s.enter("backward")
     s.alloc("seed", 4)
     s.alloc(grad, y_bytes)
-    s.free("seed", "loss")
+    s.free("seed")  # the loss stays until backward returns (Step.enter("optimizer") frees it)
 
 
 def check(got, s, acts):

@@ -59,7 +59,7 @@ def step(b, states):
     s.alloc("g_logp", Y)
     s.free("seed")
     s.alloc("g_y", Y)
-    s.free("g_logp", "logp", "loss")
+    s.free("g_logp", "logp")         # the loss stays until backward returns
     s.alloc("g_r", H)                # fc2 backward: grad of r, then fc2's .grad
     s.alloc("fc2.grad", P2)
     s.free("g_y")

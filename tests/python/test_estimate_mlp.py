@@ -35,7 +35,8 @@ def expected_sgd(b):
     fwd = base + b * (H + R)                        # ReLU ran: h and r alive, h not yet freed
     fwd_end = base + b * (R + Y)                    # h freed; r kept; logits held
     loss_bwd = fwd_end + b * Y + 4 + b * Y + b * Y  # log-probs + loss + grad log-probs + grad logits (seed freed)
-    gemm2 = fwd_end + b * Y + b * R + PARAMS_2   # grad y alive; grad r and fc2's grads allocated
+    # grad y alive; grad r and fc2's grads allocated; the loss (4) stays until backward returns
+    gemm2 = fwd_end + 4 + b * Y + b * R + PARAMS_2
     relu = gemm2 - b * Y + b * H                 # grad y freed after fc2; grad h allocated
     gemm1 = relu - b * R - b * R + PARAMS_1      # r released by the ReLU, grad r freed; fc1's grads
     return {

@@ -75,7 +75,7 @@ def blocks_step(b):
     s.alloc("g_logp", b * Y)
     s.free("seed")
     s.alloc("g_logits", b * Y)
-    s.free("g_logp", "logp", "loss")
+    s.free("g_logp", "logp")                                # the loss stays until backward returns
     s.alloc("g_r1", b * H, module="head")                   # head's Gemm: grad of r1, its weight and bias
     s.alloc("head grads", WH + BH, module="head")
     s.free("g_logits")
@@ -130,7 +130,8 @@ def test_blocks_tree_by_hand(cli, blocks, b):
         assert m["model"] == "model" and m["depth"] == (path.count(".") + 1 if path else 0)
     none = tree[None]
     assert none["at_peak"] == at_peak[None] and none["model"] is None and none["parent"] is None
-    assert none["at_peak_categories"] == {"inputs": b * (X + T)}  # the loss was freed before the peak
+    # the batch, and the loss the loop holds until backward returns
+    assert none["at_peak_categories"] == {"inputs": b * (X + T), "activations": 4}
     assert tree[""]["at_peak"] + none["at_peak"] == s.allocated_peak
     assert tree[""]["kept"] == d["budget"]["activations"] == b * (2 * H + Y)
     assert tree[""]["parameters"] == d["budget"]["params_trainable"]

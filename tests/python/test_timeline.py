@@ -272,7 +272,7 @@ def test_python_draws_the_same(cli, tmp_path, mlp):
     import membudget
     svg = timeline(cli, tmp_path, mlp, "--batch", "64", "--optimizer", "adamw", *EXACT)
     same = membudget.timeline_svg(str(mlp), batch=64, title="mlp.onnx", optimizer="adamw", rounding=1,
-                                  context=0, fragmentation=0, cublas_workspace=0)
+                                  context=0, fragmentation=0, cublas_workspace=0, hold_outputs="backward")
     assert same == svg
     with pytest.raises(TypeError):
         membudget.timeline_svg(str(mlp), batch=4, no_such_option=1)

@@ -160,7 +160,8 @@ for c in TRUTH_CASES:
                 for i, a in enumerate(args) if a == "--dim")
     b = mt.estimate(module, dict(zip(m.keywords, x)) if m.keywords else x, batch=c["batch"],
                     optimizer=c["optimizer"].replace("-foreach", ""), foreach=c["optimizer"].endswith("-foreach"),
-                    backend="cpu", loss=m.loss, dims=dims)
+                    backend="cpu", loss=m.loss, dims=dims, hold_outputs="backward",  # the truth's step
+                    output=lambda out: out["logits"] if isinstance(out, dict) else out)  # what it reads
     res["truth"].append({"case": c, "args": args, "budget": b.to_dict(), "setup": b.setup})
 
 # 10. an export that fails is a clear error naming the module and each exporter's reason

@@ -178,6 +178,13 @@ class Budget:
     world_size: int = 1
     global_batch_size: int = 0    # batch_size x grad_accumulation x world_size
     host_memory: int = 0          # offloaded to the host (options offload): in no device figure
+    # the training loop around the step (loop=, hold_outputs=): its preset, when it lets go of
+    # out and the loss, the previous iteration's outputs alive through this forward (hold
+    # "next"), and whether the graph computes the loss (a Hugging Face model given labels)
+    loop: str = "plain"
+    hold_outputs: str = "next"
+    loop_held: int = 0
+    loss_in_graph: bool = False
     summary: str = field(default="", compare=False, repr=False)
     setup: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     trace: Optional[Tuple[TraceEvent, ...]] = field(default=None, compare=False, repr=False)
@@ -230,7 +237,9 @@ class Budget:
                              "grad_accumulation": self.grad_accumulation,
                              "effective_batch_size": self.effective_batch_size,
                              "world_size": self.world_size, "global_batch_size": self.global_batch_size,
-                             "host_memory": self.host_memory,
+                             "host_memory": self.host_memory, "loop": self.loop,
+                             "hold_outputs": self.hold_outputs, "loop_held": self.loop_held,
+                             "loss_in_graph": self.loss_in_graph,
                              "solved": self.solved,
                              "fits": self.fits, "peak_phase": self.peak_phase}
         for name, _ in BYTE_FIELDS:
@@ -271,7 +280,8 @@ class Budget:
 
 
 _BYTE_NAMES = frozenset([name for name, _ in BYTE_FIELDS] + ["available", "total", "cached_free",
-                                                               "largest_cached_free", "cudnn_workspace", "host_memory"]
+                                                               "largest_cached_free", "cudnn_workspace", "host_memory",
+                                                               "loop_held"]
                         + list(_lib.BUDGET_LEVEL_FIELDS) + list(_lib.BUDGET_EVAL_U64_FIELDS))
 
 
@@ -318,6 +328,10 @@ def from_struct(b: _lib.BudgetStruct, setup: Mapping[str, Any],
         world_size=b.world_size or 1,
         global_batch_size=b.global_batch_size,
         host_memory=b.host_memory,
+        loop=_lib.text(lib.mb_loop_name(b.loop)),
+        hold_outputs=_lib.text(lib.mb_hold_name(b.hold_outputs)),
+        loop_held=b.loop_held,
+        loss_in_graph=bool(b.loss_in_graph),
         summary=_lib.text(buf.value),
         setup=dict(setup),
         trace=events,

@@ -52,7 +52,9 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
              graph_quantile: Optional[float] = None, graph_batches: Optional[int] = None,
              eval_batch: Union[int, str, None] = None, zero_grad: Optional[str] = None,
              ema_swap: Optional[bool] = None, eval_keep_outputs: Optional[int] = None,
-             teacher_cache: Optional[int] = None,
+             teacher_cache: Optional[int] = None, loop: Optional[str] = None,
+             hold_outputs: Optional[str] = None, max_grad_norm: Optional[float] = None,
+             grad_scaler: Union[bool, str, None] = None,
              options: Optional[Mapping[str, Value]] = None,
              mode: str = "static", trace: bool = False, by_module: bool = False,
              module_depth: Optional[int] = None, top: Optional[int] = None,
@@ -105,6 +107,16 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
     ``teacher_cache`` keeps that many batches of the teacher's outputs on the device
     (``budget.teacher_cache``).
 
+    The loop around the step (docs/estimate.md "The training loop"): ``loop`` ("plain", the
+    default; "trainer", "lightning", "accelerate") presets what the loop keeps and does;
+    ``hold_outputs`` says when it lets go of the outputs and the loss ("loss": all but the loss
+    once it is computed, as transformers' Trainer; "backward": when backward returns; "step":
+    after optimizer.step() and zero_grad(); "next": when the next iteration rebinds them, so the
+    previous ones are alive through the next forward, the default); ``max_grad_norm`` clips the
+    gradients (clip_grad_norm_, 0: no clipping); ``grad_scaler`` (True, False or "auto": under
+    fp16) scales the loss as torch.amp.GradScaler does; ``zero_grad="before-backward"`` runs it
+    after the forward, as Lightning's closure does. Keys given win over the preset's values.
+
     ``trace=True`` also records every allocation of the step (``budget.trace``) and the
     module tree. Where the memory goes and what would change it (docs/estimate.md):
     ``by_module=True`` the library's module tree (``budget.module_tree``, ``budget.modules()``;
@@ -127,7 +139,9 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
              "accept_inference_graph": accept_inference_graph, "alloc_conf": alloc_conf,
              "reserved": reserved, "batch_unit": batch_unit, "graph_quantile": graph_quantile,
              "graph_batches": graph_batches, "eval_batch": eval_batch, "zero_grad": zero_grad,
-             "ema_swap": ema_swap, "eval_keep_outputs": eval_keep_outputs, "teacher_cache": teacher_cache}
+             "ema_swap": ema_swap, "eval_keep_outputs": eval_keep_outputs, "teacher_cache": teacher_cache,
+             "loop": loop, "hold_outputs": hold_outputs, "max_grad_norm": max_grad_norm,
+             "grad_scaler": grad_scaler}
     opts += [(k, v) for k, v in named.items() if v is not None]
     opts += [("checkpoint", g) for g in ((checkpoint,) if isinstance(checkpoint, str) else (checkpoint or ()))]
     if mode == "static" and batch is None and gpu is None and device_memory is None and not any(

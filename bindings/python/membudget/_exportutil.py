@@ -12,18 +12,20 @@ import torch
 
 
 def pick_output(out: Any) -> Any:
-    """The tensor a training loop reads from a dict-like result (a Hugging Face ModelOutput,
-    torchvision's segmentation dict): ``loss`` when present and not None, else ``logits``,
-    else the first tensor. Anything else is returned as it is."""
+    """What a dict-like result (a Hugging Face ModelOutput, torchvision's segmentation dict)
+    holds, as a tuple of its tensors: first the one a training loop reads (``loss`` when present
+    and not None, else ``logits``, else the first tensor; membudget takes the graph's first
+    output as the loss or the loss's input), then the others in order. A loop that binds the
+    result (``out = model(x)``) keeps all of them alive as long as it keeps ``out``. A single
+    tensor comes back as it is; anything else too."""
     if not isinstance(out, Mapping):
         return out
-    for key in ("loss", "logits"):
-        if out.get(key) is not None:
-            return out[key]
-    for value in out.values():
-        if isinstance(value, torch.Tensor):
-            return value
-    raise TypeError(f"the module returned a {type(out).__name__} without a tensor")
+    tensors = [(k, v) for k, v in out.items() if isinstance(v, torch.Tensor)]
+    if not tensors:
+        raise TypeError(f"the module returned a {type(out).__name__} without a tensor")
+    first = next((k for k in ("loss", "logits") if isinstance(out.get(k), torch.Tensor)), tensors[0][0])
+    picked = [out[first]] + [v for k, v in tensors if k != first]
+    return picked[0] if len(picked) == 1 else tuple(picked)
 
 
 def selector(output: Any) -> Optional[Callable[[Any], Any]]:

@@ -161,7 +161,11 @@ _BUDGET_FIELDS: List[Tuple[str, Any]] = (
     + [(name, c_uint64) for name in BUDGET_EVAL_U64_FIELDS]
     + [("eval_at_peak", c_uint64 * CAT_COUNT)]
     # several GPUs: one rank's budget
-    + [("world_size", c_int64), ("global_batch_size", c_int64), ("host_memory", c_uint64)])
+    + [("world_size", c_int64), ("global_batch_size", c_int64), ("host_memory", c_uint64)]
+    # the training loop around the step (issue 28): mb_loop, mb_hold_outputs, the previous
+    # iteration's outputs held into this one, whether the graph computes the loss
+    + [("loop", c_int32), ("hold_outputs", c_int32), ("loop_held", c_uint64), ("loss_in_graph", c_int32),
+       ("reserved2_", c_int32)])
 
 # mb_batch_rule, by value
 BATCH_RULES = ("plain", "per_sample", "largest", "quantile")
@@ -319,6 +323,9 @@ PROTOTYPES = {
     "mb_gpu_num": (c_size_t, []),
     "mb_gpu_get": (c_int, [c_size_t, _STR_OUT, _STR_OUT, _P(c_uint64)]),
     "mb_phase_name": (c_char_p, [c_int]),
+    "mb_loop_name": (c_char_p, [c_int]),
+    "mb_loop_description": (c_char_p, [c_int]),
+    "mb_hold_name": (c_char_p, [c_int]),
     "mb_category_name": (c_char_p, [c_int]),
     "mb_estimate": (c_int, [ModelPtr, SetupPtr, _P(BudgetStruct)]),
     "mb_budget_summary": (c_size_t, [_P(BudgetStruct), c_char_p, c_size_t]),

@@ -403,7 +403,16 @@ def _estimate_kwargs(module, model: Model, exported: _Export, kwargs: Dict[str, 
         kwargs.update(_requires_grad(_unwrap_peft(module), model))
     if exported.checkpointed and "checkpoint" not in kwargs:
         kwargs["checkpoint"] = exported.checkpointed
+    if _hf_config(module) is not None and not any(k in kwargs for k in _LOOP_KEYS) and \
+            not any(k in (kwargs.get("options") or {}) for k in _LOOP_KEYS):
+        kwargs["loop"] = "trainer"  # a Hugging Face model: the step as transformers' Trainer runs it
     return kwargs
+
+
+# the estimate keywords that say which loop runs the step (_notes says when the default was taken)
+_LOOP_KEYS = ("loop", "hold_outputs")
+TRAINER_NOTE = ("loop: trainer (a Hugging Face model: the step as transformers' Trainer runs it; give loop= "
+                "or hold_outputs= for another)")
 
 
 def _requires_grad(module, model: Model) -> Dict[str, List[str]]:
@@ -448,10 +457,10 @@ def _graph_kwargs(sample: _pyg.GraphSample, graph: set, kwargs: Mapping[str, Any
     return out
 
 
-def _notes(exported: _Export, model: Model, kwargs: Mapping[str, Any]) -> Tuple[str, ...]:
-    """What the Budget's notes say about the export and the batch of graphs (``kwargs``: the
-    estimate's, graph_sizes already read from a data set)."""
-    notes = list(exported.notes)
+def _notes(exported: _Export, model: Model, kwargs: Mapping[str, Any], loop_defaulted: bool = False) -> Tuple[str, ...]:
+    """What the Budget's notes say about the export, the loop taken for a Hugging Face model and
+    the batch of graphs (``kwargs``: the estimate's, graph_sizes already read from a data set)."""
+    notes = list(exported.notes) + ([TRAINER_NOTE] if loop_defaulted else [])
     sample = exported.graph
     if sample is not None:
         graph = _graph_dims(model)
@@ -544,8 +553,10 @@ def estimate(module: "_torch.nn.Module", example_inputs: Inputs, device: Any = N
     _device(device, kwargs, solving=kwargs.get("batch") is None)
     model, exported = _open(module, example_inputs, options)
     with model, _teacher(kwargs, example_inputs, options):
+        given = "loop" in kwargs
         kwargs = _estimate_kwargs(module, model, exported, kwargs)
-        return _with_notes(_estimate(model, **kwargs), _notes(exported, model, kwargs))
+        defaulted = not given and "loop" in kwargs
+        return _with_notes(_estimate(model, **kwargs), _notes(exported, model, kwargs, defaulted))
 
 
 def compute_batch_size(module: "_torch.nn.Module", example_inputs: Inputs, device: Any = None, **kwargs: Any) -> Any:
