@@ -4,10 +4,13 @@ No PyTorch needed: reads result files (bench/truth/results/*.json) and runs the 
 with the flags each case stores. Used by report.py and by tests/python/test_accuracy.py.
 """
 import glob
+import gzip
+import hashlib
 import json
 import os
 import statistics
 import subprocess
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -59,7 +62,8 @@ def load_peers():
 # truth files of another shape: the distributed truth (dist_truth.py: cpu-torch2-dist.json and
 # the cpu-torch2-dist-*.json files beside it) records every rank's figures per case, not one
 # `truth`; the single-process comparison does not read them
-OTHER_SHAPES = ("cpu-torch2-dist.json",)
+OTHER_SHAPES = ("cpu-torch2-dist.json",
+                "cpu-torch2-loops.json")  # one peak per loop iteration: loops_compare.py reads it
 OTHER_PREFIX = "cpu-torch2-dist-"
 
 
@@ -75,14 +79,30 @@ def load_results(pattern="cpu*.json"):
     return out
 
 
+def unpacked(path):
+    """A graph stored gzipped (NAME.onnx.gz, relative to the repository) as a plain file the CLI
+    reads: unpacked once into the temporary directory, named by its content."""
+    if not path.endswith(".onnx.gz"):
+        return path
+    with gzip.open(os.path.join(ROOT, path), "rb") as f:
+        data = f.read()
+    out = os.path.join(tempfile.gettempdir(), "membudget-onnx", hashlib.sha256(data).hexdigest()[:20] + ".onnx")
+    if not os.path.exists(out):
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out + ".%d" % os.getpid(), "wb") as f:
+            f.write(data)
+        os.replace(out + ".%d" % os.getpid(), out)
+    return out
+
+
 def predict(cli, case, timed=False):
     """The budget for the case's flags; with timed, also the CLI process's wall time (load and
     estimate, best of 3 runs)."""
     runs, best = 3 if timed else 1, None
     for _ in range(runs):
         t0 = time.perf_counter()
-        p = subprocess.run([cli, "estimate", *case["membudget_args"], "--json"], cwd=ROOT,
-                           capture_output=True, text=True, timeout=300)
+        args = [unpacked(a) for a in case["membudget_args"]]
+        p = subprocess.run([cli, "estimate", *args, "--json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
         secs = time.perf_counter() - t0
         best = secs if best is None else min(best, secs)
         if p.returncode not in (0, 3):

@@ -227,12 +227,22 @@ MB_API int mb_model_inference_sign(const mb_model *model, size_t i, int *kind, c
 
 /* ================================================================ training setup */
 
+/* (mb_setup_apply_recorded, below: the setup a model file recorded) */
+
 /* A training setup: which parameters train, and (later) optimizer, precision, device.
  * Mutable; independent of any model, so one setup can be applied to many models. */
 typedef struct mb_setup mb_setup;
 MB_API int mb_setup_create(mb_setup **out);
 MB_API void mb_setup_free(mb_setup *setup);
 MB_API const char *mb_setup_errmsg(const mb_setup *setup);
+/* The training setup the exporter recorded in the model file (membudget.hf --save-onnx writes
+ * ModelProto.metadata_props "membudget.setup.freeze", ".trainable", ".checkpoint" and ".loop",
+ * one value per line), applied to what the setup leaves unset: freeze/trainable when it names
+ * neither, checkpoint when it has none, loop when neither loop nor hold_outputs was set. The
+ * CLI applies it unless --ignore-recorded-setup. applied (may be NULL) receives what was taken
+ * ("trainable (12 globs), loop trainer"; "" for nothing). MB_E_UNSUPPORTED names a recorded key
+ * this library does not know. */
+MB_API int mb_setup_apply_recorded(mb_setup *setup, const mb_model *model, char *applied, size_t size);
 
 /* Glob patterns (`*`, `?`, `[...]`) on initializer names. A parameter or embedding is frozen
  * when it matches a freeze pattern and no trainable pattern: trainable wins. Everything is

@@ -219,6 +219,9 @@ static void json_setup(mb_strbuf *sb, const mb_setup *s, const mb_plan *p) {
                (long long)tr->batch_min, (long long)tr->batch_max, (long long)tr->batch_multiple);
   mb_json_eval_setup(sb, s);
   json_batching_setup(sb, s);
+  mb_sb_puts(sb, "    \"recorded\": ");  /* what the model file's recorded setup filled in */
+  mb_sb_json_str(sb, s->recorded);
+  mb_sb_puts(sb, ",\n");
   mb_sb_puts(sb, "    \"note\": ");
   mb_sb_json_str(sb, p->note);
   mb_sb_puts(sb, "\n  },\n");

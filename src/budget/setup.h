@@ -60,6 +60,7 @@ typedef struct mb_train {
 } mb_train;
 #define MB_LOOP_SET_HOLD 1u
 #define MB_LOOP_SET_CLIP 2u
+#define MB_LOOP_SET_PRESET 4u  /* the loop key itself */
 
 
 /* What mb_estimate_json reports beside the budget (setup keys by_module, module_depth, top,
@@ -90,6 +91,7 @@ struct mb_setup {
   mb_cuda_opts cuda;
   mb_batching batching; /* batches of graphs: per-sample dims, graph sizes (setup_graphs.c) */
   char errmsg[1536];
+  char recorded[256];   /* what mb_setup_apply_recorded took from the model file ("": nothing) */
   mb_report_opts report;
   mb_limits limits;     /* the limit.* keys (setup_limits.c); zero: the defaults */
 };

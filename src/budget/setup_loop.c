@@ -48,6 +48,7 @@ int mb_setup_loop_option(mb_setup *s, const char *key, const char *value, int *r
     for (size_t i = 0; i < N_PRESETS; i++) {
       if (!strcmp(value, presets[i].name)) {
         t->loop.loop = (int)i;
+        t->loop_set |= MB_LOOP_SET_PRESET;
         return 1;
       }
       snprintf(want + strlen(want), sizeof want - strlen(want), "%s %s", i ? "," : "", presets[i].name);

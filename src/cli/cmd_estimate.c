@@ -97,7 +97,7 @@ static void print_assumed(mb_setup *s, const mb_model *m, const mb_model *teache
 }
 
 static void print_human(const char *path, const mb_model *m, const mb_model *teacher, mb_setup *s,
-                        const mb_budget *b, const char *summary) {
+                        const mb_budget *b, const char *summary, const char *recorded) {
   char x[32], y[32], z[32];
   bool units = strcmp(b->batch_unit, "samples") != 0; /* "graphs": per_sample / graph sizes */
   char unit[sizeof b->batch_unit + 1] = "", per[40] = "  per sample";
@@ -135,6 +135,7 @@ static void print_human(const char *path, const mb_model *m, const mb_model *tea
          mb_loop_description(b->loop), mb_hold_name(b->hold_outputs));
   printf("loss     %s\n", b->loss_in_graph ? "the model's own: the graph's output is the loss"
                                            : "added on the model's output (--loss)");
+  if (*recorded) printf("recorded from the file: %s (--ignore-recorded-setup to estimate without)\n", recorded);
   char sentence[4096];
   if (units && mb_setup_describe_batch(s, b->batch_size, sentence, sizeof sentence)) printf("         %s\n", sentence);
   printf("\n");
@@ -276,7 +277,8 @@ static int estimate(mb_measure *meas, const mb_model *m, mb_setup *s, int json, 
 
 int mb_cmd_estimate(int argc, char **argv) {
   const char *path = NULL, *teacher_path = NULL, *timeline = NULL;
-  int json = 0, trace = 0, rc = MB_EXIT_OK, have_batch = 0, have_device = 0, measured = 0;
+  int json = 0, trace = 0, rc = MB_EXIT_OK, have_batch = 0, have_device = 0, measured = 0, ignore_recorded = 0;
+  char recorded[256] = "";
   mb_setup *setup = NULL;
   mb_cli_report report;
   if (mb_setup_create(&setup) != MB_OK) return MB_EXIT_INPUT;
@@ -291,6 +293,7 @@ int mb_cmd_estimate(int argc, char **argv) {
     if (mb_cli_report_flag(setup, argc, argv, &i, &rc, &report)) continue;
     if (!strcmp(a, "--json")) json = 1;
     else if (!strcmp(a, "--trace")) trace = 1;
+    else if (!strcmp(a, "--ignore-recorded-setup")) ignore_recorded = 1;
     else if (!strcmp(a, "--timeline")) {
       if (i + 1 >= argc || !argv[i + 1][0]) rc = mb_cli_usage_error("--timeline needs a file name (step.svg)");
       else timeline = argv[++i];
@@ -334,6 +337,9 @@ int mb_cmd_estimate(int argc, char **argv) {
   } else if (teacher_path && mb_model_load_file_setup(teacher_path, setup, &teacher) != MB_OK) {
     fprintf(stderr, "membudget: teacher: %s\n", mb_model_errmsg(teacher));
     rc = MB_EXIT_INPUT;
+  } else if (!ignore_recorded && mb_setup_apply_recorded(setup, m, recorded, sizeof recorded) != MB_OK) {
+    fprintf(stderr, "membudget: %s: %s (--ignore-recorded-setup estimates without it)\n", path, mb_setup_errmsg(setup));
+    rc = MB_EXIT_INPUT;
   } else if (measured && (rc = mb_cli_measure_open(setup, &meas)) != MB_EXIT_OK) {
     /* the reason is on stderr */
   } else if (mb_setup_set_teacher(setup, teacher), (st = estimate(meas, m, setup, json, trace, &doc, &b)) != MB_OK) {
@@ -343,7 +349,7 @@ int mb_cmd_estimate(int argc, char **argv) {
     char summary[512];
     mb_budget_summary(&b, summary, sizeof summary);
     if (json) fputs(doc, stdout);
-    else print_human(path, m, teacher, setup, &b, summary);
+    else print_human(path, m, teacher, setup, &b, summary, recorded);
     if (!json && b.mode == MB_MODE_MEASURED) print_measured(&b);
     if (!json) rc = mb_cli_print_report(m, setup, &b, &report);
     if (b.fits == 0 && rc == MB_EXIT_OK) {

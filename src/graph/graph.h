@@ -186,7 +186,12 @@ struct mb_model {
   int32_t n_inference_signs;
   mb_inference_sign *inference_signs;
   mb_limits limits;         /* what the load was allowed (the setup's limit.* keys) */
+  /* the training setup the exporter recorded (ModelProto.metadata_props "membudget.setup.KEY":
+   * one value per line), which mb_setup_apply_recorded fills a setup's unset keys from */
+  int32_t n_recorded;
+  const char **recorded_keys, **recorded_values;
 };
+#define MB_RECORDED_PREFIX "membudget.setup."
 
 /* A node's subgraphs (If branches, Loop/Scan bodies): the GRAPH attributes and every entry
  * of GRAPHS attributes, in attribute order. */

@@ -705,6 +705,18 @@ static int convert_model(conv *c, const Onnx__ModelProto *pm, struct mb_model *m
     int rc = warn(c, "the model imports no opset for the default domain (ai.onnx)");
     if (rc) return rc;
   }
+  m->recorded_keys = mb_arena_array(ARENA, pm->n_metadata_props + 1, sizeof(char *));
+  m->recorded_values = mb_arena_array(ARENA, pm->n_metadata_props + 1, sizeof(char *));
+  if (!m->recorded_keys || !m->recorded_values) return OOM();
+  size_t prefix = strlen(MB_RECORDED_PREFIX);
+  for (size_t k = 0; k < pm->n_metadata_props; k++) {
+    const Onnx__StringStringEntryProto *kv = pm->metadata_props[k];
+    if (!kv || !kv->key || !kv->value || strncmp(kv->key, MB_RECORDED_PREFIX, prefix)) continue;
+    m->recorded_keys[m->n_recorded] = dup_str(c, kv->key + prefix);
+    m->recorded_values[m->n_recorded] = dup_str(c, kv->value);
+    if (!m->recorded_keys[m->n_recorded] || !m->recorded_values[m->n_recorded]) return OOM();
+    m->n_recorded++;
+  }
   int rc = convert_graph(c, pm->graph, NULL, 0, &m->graph);
   m->warnings = c->warnings;
   m->n_warnings = c->n_warnings;

@@ -54,8 +54,8 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
              ema_swap: Optional[bool] = None, eval_keep_outputs: Optional[int] = None,
              teacher_cache: Optional[int] = None, loop: Optional[str] = None,
              hold_outputs: Optional[str] = None, max_grad_norm: Optional[float] = None,
-             grad_scaler: Union[bool, str, None] = None,
-             options: Optional[Mapping[str, Value]] = None,
+             grad_scaler: Union[bool, str, None] = None, recorded_setup: bool = True,
+             options: Union[Mapping[str, Value], Sequence[Tuple[str, Value]], None] = None,
              mode: str = "static", trace: bool = False, by_module: bool = False,
              module_depth: Optional[int] = None, top: Optional[int] = None,
              advise: Union[bool, str, None] = None, advise_trainable: Optional[str] = None) -> Budget:
@@ -79,7 +79,8 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
     accept_inference_graph (estimate a graph exported for inference as it is), alloc_conf (a
     PYTORCH_CUDA_ALLOC_CONF string for the caching-allocator model that gives reserved memory),
     reserved (allocator|allowance: that model, or the flat fragmentation allowance). ``options``
-    passes any other setup key to mb_setup_set as is (before the keywords above, which win).
+    passes any other setup key to mb_setup_set as is (before the keywords above, which win): a
+    mapping, or (key, value) pairs where a key repeats (fsdp_wrap, checkpoint).
 
     Batches of graphs (PyTorch Geometric; docs/estimate.md "Batches of graphs"): ``per_sample``
     ({"nodes": 37, "edges": 120}) names the dims that grow with the batch and their count per
@@ -107,6 +108,10 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
     ``teacher_cache`` keeps that many batches of the teacher's outputs on the device
     (``budget.teacher_cache``).
 
+    A model file that recorded its training setup (``python -m membudget.hf --save-onnx``: which
+    weights train, the checkpointed layers, the loop) fills in what the keywords leave unset;
+    ``budget.setup["recorded"]`` says what was taken; ``recorded_setup=False`` ignores it.
+
     The loop around the step (docs/estimate.md "The training loop"): ``loop`` ("plain", the
     default; "trainer", "lightning", "accelerate") presets what the loop keeps and does;
     ``hold_outputs`` says when it lets go of the outputs and the loss ("loss": all but the loss
@@ -128,7 +133,7 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
     step's at the measured batch size. Failures raise MembudgetError subclasses with
     the library's message (an unsupported op, an unbound dim, a bad option value)."""
     check_mode(mode)
-    opts: List[Tuple[str, Value]] = list((options or {}).items())
+    opts: List[Tuple[str, Value]] = list(options.items()) if isinstance(options, Mapping) else list(options or ())
     opts += _report_options(by_module, trace, module_depth, top, advise, advise_trainable, mode)
     named = {"backend": backend, "foreach": foreach, "optimizer": optimizer, "precision": precision, "master_weights": master_weights,
              "attention": attention, "loss": loss, "loss_dtype": loss_dtype, "ema": ema, "teacher_offload": teacher_offload,
@@ -156,6 +161,10 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
         s = stack.enter_context(make_setup(batch=batch, dims=dims, batch_dim=batch_dim, freeze=freeze,
                                            trainable=trainable, options=opts, teacher=t,
                                            per_sample=per_sample, graph_sizes=graph_sizes))
+        if recorded_setup:  # what the model file recorded fills what these keywords left unset
+            status = lib.mb_setup_apply_recorded(s, m, None, 0)
+            if status != 0:
+                raise error_for(status, _lib.text(lib.mb_setup_errmsg(s)), "the file's recorded setup")
         b = _lib.new(_lib.BudgetStruct)
         doc = ctypes.c_void_p()
         if mode == "measured":

@@ -289,6 +289,7 @@ PROTOTYPES = {
     "mb_setup_create": (c_int, [_P(SetupPtr)]),
     "mb_setup_free": (None, [SetupPtr]),
     "mb_setup_errmsg": (c_char_p, [SetupPtr]),
+    "mb_setup_apply_recorded": (c_int, [SetupPtr, ModelPtr, c_char_p, ctypes.c_size_t]),
     "mb_setup_add_freeze": (c_int, [SetupPtr, c_char_p]),
     "mb_setup_add_trainable": (c_int, [SetupPtr, c_char_p]),
     "mb_setup_set_dim": (c_int, [SetupPtr, c_char_p, c_int64]),

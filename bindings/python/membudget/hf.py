@@ -2,14 +2,19 @@
 
     python -m membudget.hf CONFIG [options]
 
-CONFIG is a ``config.json`` (or the directory holding it), or a model id when this machine can
-reach the Hugging Face hub. The model is built from the config on the meta device (no weight is
+CONFIG is a ``config.json`` (or the directory holding it), or a hub id (``gpt2``,
+``meta-llama/Llama-3.1-8B``) when this machine reaches the Hugging Face hub (otherwise the
+error says how to give a local config instead). The model is built from the config on the meta device (no weight is
 ever materialised, so an 8B or 70B model needs no more memory than its graph), exported
 weightless by torch 2.x's dynamo exporter as a training graph (membudget.torch), and estimated.
 
 The example is ``input_ids`` (and ``labels``, so the graph ends in Hugging Face's own loss, as
 in a Trainer run) of length ``--seq-len``; the batch is ``--batch`` or solved for ``--gpu``.
-Every option of ``membudget estimate`` is accepted, plus:
+The step runs as transformers' Trainer runs it (``--loop trainer``) unless ``--loop`` or
+``--hold-outputs`` says otherwise.
+Every option of ``membudget estimate`` is accepted (``--world-size 8 --strategy fsdp``,
+``--offload``, ``--eval-batch``, ``--alloc-conf``, ``--loop``, ...: each goes to the library's
+setup key of the same name), plus:
 
   --lora r=16,targets=q_proj,v_proj[,alpha=32,dropout=0.05]   peft LoRA (base weights frozen)
   --checkpointing      Hugging Face gradient checkpointing on every layer
@@ -17,7 +22,7 @@ Every option of ``membudget estimate`` is accepted, plus:
   --decoder-seq-len N  encoder-decoder models: the target length (default: --seq-len)
   --task NAME          causal-lm, masked-lm, seq2seq, image-classification (default: from the
                        config's ``architectures``)
-  --attn-implementation sdpa|eager   (default sdpa)
+  --attn-implementation sdpa|eager   (default sdpa; a model that refuses sdpa gets eager, with a note)
   --no-labels          export the logits; membudget adds the loss (--loss)
   --save-onnx PATH     keep the weightless export
 
@@ -28,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
@@ -71,6 +77,8 @@ def parse_lora(text: str) -> Dict[str, Any]:
 
 
 def load_config(source: str):
+    """A config.json, the folder holding one, or a hub id ("meta-llama/Llama-3.1-8B"), which is
+    read from the Hugging Face hub when this machine reaches it."""
     import transformers
     if os.path.isdir(source):
         source = os.path.join(source, "config.json")
@@ -80,9 +88,23 @@ def load_config(source: str):
         if "model_type" not in d:
             raise ValueError(f"{source}: no model_type: not a Hugging Face config")
         return transformers.AutoConfig.for_model(**d)
-    if os.path.sep in source or source.endswith(".json"):
-        raise FileNotFoundError(f"{source}: no such file")
-    return transformers.AutoConfig.from_pretrained(source)  # a model id: needs the hub
+    if source.endswith(".json") or not HUB_ID.match(source):
+        raise FileNotFoundError(f"{source}: no such file" +
+                                ("" if source.endswith(".json") else ", and not a Hugging Face hub id (NAME or OWNER/NAME)"))
+    try:
+        return transformers.AutoConfig.from_pretrained(source)
+    except Exception as e:  # noqa: BLE001 - no network, a gated repo, a wrong id: all mean "no config"
+        raise ValueError(f"{source}: not a local file or folder, and the Hugging Face hub did not give its config "
+                         f"({type(e).__name__}: {_first_line(e)}); download its config.json (or the model folder) "
+                         "and pass that path") from None
+
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:300] if text else type(e).__name__
 
 
 def model_class(config, task: Optional[str]):
@@ -108,19 +130,33 @@ def max_positions(config) -> Optional[int]:
     return None
 
 
-def build(config, task: Optional[str], attn: str, lora: Optional[Dict[str, Any]], checkpointing: bool):
-    """The model on the meta device, in train() mode, with LoRA and checkpointing applied."""
+def build(config, task: Optional[str], attn: str, lora: Optional[Dict[str, Any]], checkpointing: bool,
+          notes: Optional[List[str]] = None):
+    """The model on the meta device, in train() mode, with LoRA and checkpointing applied. An
+    attention implementation the model refuses gives way to eager, with a note."""
     import torch
     cls = model_class(config, task)
     config.use_cache = False
     make = cls.from_config if hasattr(cls, "from_config") else cls._from_config
-    kw = {"attn_implementation": attn} if attn else {}
-    # fp32 weights whatever the config's dtype says: --precision says how training runs
-    with torch.device("meta"):
-        try:
-            model = make(config, dtype=torch.float32, **kw)
-        except TypeError:  # transformers < 4.56
-            model = make(config, torch_dtype=torch.float32, **kw)
+
+    def made(attn_impl):
+        kw = {"attn_implementation": attn_impl} if attn_impl else {}
+        # fp32 weights whatever the config's dtype says: --precision says how training runs
+        with torch.device("meta"):
+            try:
+                return make(config, dtype=torch.float32, **kw)
+            except TypeError:  # transformers < 4.56
+                return make(config, torch_dtype=torch.float32, **kw)
+
+    try:
+        model = made(attn)
+    except ValueError as e:
+        if not attn or attn == "eager" or "support" not in str(e):
+            raise
+        model = made("eager")
+        if notes is not None:
+            notes.append(f"{cls.__name__} does not support attn_implementation={attn!r} ({_first_line(e)}): "
+                         "estimated with eager attention")
     model.train()
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -155,7 +191,38 @@ def example(model, config, seq: int, decoder_seq: int, labels: bool):
     return inputs
 
 
-def estimate_options(a) -> Dict[str, Any]:
+# `membudget estimate` flags whose setup key is not the flag's name, and those without a value
+FLAG_KEYS = {"multiple_of": "batch_multiple", "utilisation": "utilization"}
+SWITCHES = ("ema", "master_weights", "teacher_offload", "accept_inference_graph", "ema_swap",
+            "gradient_as_bucket_view")
+
+
+def passed_through(extra: Sequence[str]) -> List[tuple]:
+    """The options this module does not parse itself, as (setup key, value) pairs for the
+    library (which refuses, by name, a key it does not know): `--world-size 8` is world_size 8,
+    `--ema-swap` ema_swap 1; a flag may repeat (--fsdp-wrap)."""
+    out: List[tuple] = []
+    i = 0
+    while i < len(extra):
+        flag = extra[i]
+        if not flag.startswith("--") or len(flag) < 3:
+            raise ValueError(f"unexpected argument {flag!r}")
+        name = flag[2:].replace("-", "_")
+        if "=" in name:  # --flag=value
+            name, value = name.split("=", 1)
+            out.append((FLAG_KEYS.get(name, name), value))
+        elif name in SWITCHES:
+            out.append((name, "1"))
+        elif i + 1 >= len(extra):
+            raise ValueError(f"{flag} needs a value")
+        else:
+            i += 1
+            out.append((FLAG_KEYS.get(name, name), extra[i]))
+        i += 1
+    return out
+
+
+def estimate_options(a, extra: Sequence[str] = ()) -> Dict[str, Any]:
     kw: Dict[str, Any] = {}
     for name in ("gpu", "device_memory", "batch", "optimizer", "precision", "attention", "loss",
                  "grad_accumulation", "context", "fragmentation", "cublas_workspace", "rounding", "backend",
@@ -174,8 +241,11 @@ def estimate_options(a) -> Dict[str, Any]:
             kw[flag] = True
     if a.foreach is not None:
         kw["foreach"] = a.foreach == "1"
+    options = passed_through(extra)
     if a.grad_sum is not None:
-        kw["options"] = {"grad_sum": a.grad_sum}
+        options.append(("grad_sum", a.grad_sum))
+    if options:
+        kw["options"] = options
     for name in ("freeze", "trainable", "checkpoint"):
         if getattr(a, name):
             kw[name] = getattr(a, name)
@@ -238,14 +308,14 @@ def parser() -> argparse.ArgumentParser:
 
 def run(argv: Optional[Sequence[str]] = None) -> int:
     ap = parser()
-    a = ap.parse_args(argv)
+    a, extra = ap.parse_known_args(argv)
     import membudget
     from membudget import format_bytes
     from membudget import torch as mt
 
     try:
         lora = parse_lora(a.lora) if a.lora else None
-        options = estimate_options(a)
+        options = estimate_options(a, extra)
     except ValueError as e:
         ap.error(str(e))
     if options.get("batch") is None and options.get("gpu") is None and options.get("device_memory") is None:
@@ -260,8 +330,9 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
     if limit and seq > limit:
         print(f"membudget.hf: --seq-len {seq} is over the config's {limit} positions", file=sys.stderr)
         return 2
+    notes: List[str] = []
     try:
-        model = build(config, a.task, a.attn_implementation, lora, a.checkpointing)
+        model = build(config, a.task, a.attn_implementation, lora, a.checkpointing, notes)
         inputs = example(model, config, seq, a.decoder_seq_len or seq, labels=not a.no_labels)
     except Exception as e:  # noqa: BLE001
         print(f"membudget.hf: building the model failed: {type(e).__name__}: {e}", file=sys.stderr)
@@ -281,8 +352,14 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
     status = 0
     try:
         with model_onnx:
+            loop_given = any(k in options for k in mt._LOOP_KEYS) or \
+                any(k in mt._LOOP_KEYS for k, _ in options.get("options", ()))
             kwargs = mt._estimate_kwargs(model, model_onnx, exported, options)
+            if not loop_given:
+                notes.append(mt.TRAINER_NOTE)
             budget = membudget.estimate(model_onnx, **kwargs)
+        if a.save_onnx:  # the file estimates as this run did, with no flags but the batch and device
+            mt.record_setup(a.save_onnx, {k: kwargs.get(k) for k in ("freeze", "trainable", "checkpoint", "loop", "dims")})
     except membudget.DoesNotFitError as e:
         budget, status = e.budget, 3
     except (membudget.MembudgetError, ValueError) as e:
@@ -298,6 +375,7 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
                "lora": lora, "checkpointing": a.checkpointing,
                "export": {"exporter": exported.exporter, "seconds": round(export_s, 3), "notes": exported.notes,
                           "dims": exported.dims},
+               "notes": notes,
                "estimate_seconds": round(estimate_s, 3),
                "setup": {k: v for k, v in kwargs.items() if k not in ("trainable",)},
                "budget": budget.to_dict()}
@@ -309,8 +387,11 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
           + (", gradient checkpointing" if a.checkpointing else ""))
     print(f"export      {exported.exporter}, weightless, {export_s:.1f} s" +
           "".join(f"; {n}" for n in exported.notes))
+    for n in notes:
+        print(f"note        {n}")
     print(f"estimate    {estimate_s * 1000:.0f} ms, batch {budget.batch_size}"
-          + (" (solved)" if budget.solved else "") + f", peak in {budget.peak_phase}")
+          + (" (solved)" if budget.solved else "") + f", peak in {budget.peak_phase}, loop {budget.loop} "
+          f"(outputs held until {budget.hold_outputs})")
     rows: List[tuple] = [("weights", budget.params_trainable + budget.params_frozen + budget.embeddings),
                          ("gradients", budget.gradients), ("optimizer states", budget.optimizer_states),
                          ("activations", budget.activations), ("allocated peak", budget.allocated_peak),

@@ -322,6 +322,36 @@ def _export(module: "_torch.nn.Module", example_inputs: Inputs, *, dynamic: Dyna
                       "; ".join(f"{which}: {text}" if several else text for which, text in errors)) from last
 
 
+def record_setup(path: str, setup: Mapping[str, Any]) -> None:
+    """Record a training setup in the ONNX file at path (its ModelProto.metadata_props
+    "membudget.setup.KEY", one value per line), which the library applies to what an estimate
+    leaves unset (mb_setup_apply_recorded): freeze, trainable, checkpoint (lists of globs or
+    names), loop, dims ({name: value}: the example's sizes). The file is rewritten in place; its
+    external data is not touched."""
+    import onnx
+    setup = dict(setup)
+    if isinstance(setup.get("dims"), Mapping):
+        setup["dim"] = [f"{k}={int(v)}" for k, v in setup.pop("dims").items()]
+    keys = ("freeze", "trainable", "checkpoint", "loop", "dim")
+    unknown = sorted(set(setup) - set(keys))
+    if unknown:
+        raise ValueError(f"record_setup: keys {unknown} are not recorded (only {keys})")
+    model = onnx.load(path, load_external_data=False)
+    kept = [p for p in model.metadata_props if not p.key.startswith("membudget.setup.")]
+    del model.metadata_props[:]
+    model.metadata_props.extend(kept)
+    for key in keys:
+        value = setup.get(key)
+        if value is None or value == [] or value == "":
+            continue
+        lines = [value] if isinstance(value, str) else list(value)
+        if any("\n" in v for v in lines):
+            raise ValueError(f"record_setup: a {key} value holds a newline")
+        entry = model.metadata_props.add()
+        entry.key, entry.value = "membudget.setup." + key, "\n".join(lines)
+    onnx.save(model, path)
+
+
 def _flat(spec: Mapping[Any, Mapping[int, Any]]):
     return {d for axes in spec.values() for d in axes.values() if d is not None}
 
