@@ -18,6 +18,19 @@ from compare import RESULTS, ROOT, err, predict  # noqa: E402
 
 MAX_ERR, MEDIAN_ERR = 1.0, 0.1
 PATH = os.path.join(RESULTS, "cpu-torch2-loops.json")
+PEER = os.path.join(RESULTS, "peer-memtracker-loops.json")  # loops_truth.py memtracker
+
+
+def key(c):
+    return (c["model"], c["loop"], c["optimizer"], c["batch"])
+
+
+def peers():
+    """{case key: MemTracker's record} where the peer ran."""
+    if not os.path.exists(PEER):
+        return {}
+    with open(PEER) as f:
+        return {key(c): c["memtracker"] for c in json.load(f)["cases"]}
 
 
 def load(path=PATH):
@@ -26,33 +39,45 @@ def load(path=PATH):
 
 
 def rows(cli, result):
-    out = []
+    out, mt = [], peers()
     for c in result["cases"]:
-        b = predict(cli, c)
+        b, secs = predict(cli, c, timed=True)
         t = c["truth"]
+        m = mt.get(key(c)) or {}
         out.append({"model": c["model"], "loop": c["loop"], "optimizer": c["optimizer"], "batch": c["batch"],
                     "truth": t["peak"], "pred": b["allocated_peak"], "err": err(b["allocated_peak"], t["peak"]),
-                    "pred_phase": b["peak_phase"], "truth_op": t["peak_op"]})
+                    "pred_phase": b["peak_phase"], "truth_op": t["peak_op"], "seconds": secs,
+                    "memtracker_err": err(m["peak"], t["peak"]) if "peak" in m else None,
+                    "memtracker_seconds": m.get("seconds")})
     return out
 
 
-def by_loop(rs):
-    """{loop: (cases, median |error|, the worst error)} in the loops' order."""
+def by_loop(rs, field="err"):
+    """{loop: (cases, median |error|, the worst error)} in the loops' order (cases without the
+    field left out)."""
     out = {}
     for r in rs:
-        out.setdefault(r["loop"], []).append(r["err"])
+        if r.get(field) is not None:
+            out.setdefault(r["loop"], []).append(r[field])
     return {lp: (len(e), statistics.median(abs(x) for x in e), max(e, key=abs)) for lp, e in out.items()}
 
 
 def markdown(rs, result):
     m = result["machine"]
-    lines = ["| loop (%s; torch %s, transformers %s, lightning %s, accelerate %s) | cases | median error | worst |"
-             % ("CPU", m["torch"], m["packages"]["transformers"], m["packages"]["lightning"],
-                m["packages"]["accelerate"]), "|---|--:|--:|--:|"]
+    lines = ["| loop (%s; torch %s, transformers %s, lightning %s, accelerate %s) | cases | median error | worst "
+             "| MemTracker: median | worst |" % ("CPU", m["torch"], m["packages"]["transformers"],
+                                                 m["packages"]["lightning"], m["packages"]["accelerate"]),
+             "|---|--:|--:|--:|--:|--:|"]
+    mt = by_loop(rs, "memtracker_err")
     for lp, (n, med, worst) in by_loop(rs).items():
-        lines.append("| %s | %d | %.3f%% | %+.3f%% |" % (lp, n, med, worst))
+        p = mt.get(lp)
+        lines.append("| %s | %d | %.3f%% | %+.3f%% | %s | %s |" % (
+            lp, n, med, worst, "%.3f%%" % p[1] if p else "-", "%+.3f%%" % p[2] if p else "-"))
     e = [abs(r["err"]) for r in rs]
-    lines.append("| all | %d | %.3f%% | %.3f%% |" % (len(e), statistics.median(e), max(e)))
+    p = [abs(r["memtracker_err"]) for r in rs if r["memtracker_err"] is not None]
+    lines.append("| all | %d | %.3f%% | %.3f%% | %s | %s |" % (
+        len(e), statistics.median(e), max(e), "%.3f%%" % statistics.median(p) if p else "-",
+        "%.3f%%" % max(p) if p else "-"))
     return "\n".join(lines)
 
 

@@ -6,6 +6,12 @@ dispatch mode active, beside the flags that describe the same step to membudget.
     PYTHONPATH=bindings/python MEMBUDGET_LIBRARY=build/release/libmembudget.so \\
         bench/truth/.venv2/bin/python bench/truth/loops_truth.py [export] [run] [--models ...] [--jobs 2]
 
+`memtracker` runs the same loops under PyTorch's MemTracker (torch.distributed._tools.mem_tracker,
+the strongest peer: a dispatch mode following every tensor of the real step; its per-module
+statistics reset at each iteration mark, which it needs to follow a loop) and writes
+results/peer-memtracker-loops.json: its peak, less the batches a loader fetched ahead as the
+truth's is, and the seconds it took.
+
 `export` writes the graphs membudget reads: each model as its loop calls it (a Hugging Face
 model with labels, so the graph ends in the model's own loss; torchvision's ResNet-18 returning
 its logits), through membudget.torch (the dynamo exporter, weightless, on the meta device), as
@@ -324,6 +330,45 @@ def window(stream, first):
     return max(peak, at_first), op, anywhere, at_first
 
 
+def run_memtracker(c):
+    """MemTracker's peak over the loop of case c (and the seconds the whole run took)."""
+    import torch
+    from torch.distributed._tools.mem_tracker import MemTracker
+    torch.manual_seed(0)
+    mt = MemTracker()
+    made_opt, made_model = optimizer, build
+
+    def tracked_optimizer(name, params):
+        o = made_opt(name, params)
+        mt.track_external(o)
+        return o
+
+    def tracked_build(name, device="cpu"):
+        m = made_model(name, device)
+        mt.track_external(m)
+        return m
+
+    class Marks:
+        def mark(self, name):
+            mt.reset_mod_stats()  # MemTracker follows one iteration of a module at a time
+
+    g = globals()
+    g["optimizer"], g["build"] = tracked_optimizer, tracked_build
+    n = (ITERATIONS + 2) * (2 if c["loop"] == "trainer-accum" else 1)
+    data = Batches(c["model"], c["batch"], n)
+    t0 = time.time()
+    try:
+        with mt:
+            r = RUNNERS[c["loop"].split("-")[0]](c, Marks(), data)
+    finally:
+        g["optimizer"], g["build"] = made_opt, made_model
+    peak = mt.get_tracker_snapshot("peak")
+    total = int(peak[next(iter(peak))]["Total"])
+    alive = r["alive"][MEASURED] if len(r["alive"]) > MEASURED else 1
+    return {"peak": total - max(0, alive - 1) * r["batch_bytes"], "raw_peak": total,
+            "seconds": round(time.time() - t0, 2)}
+
+
 def run_case(c):
     import torch
     from tracker import AllocStream
@@ -393,9 +438,37 @@ def machine():
             "torch_threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
+PEER_OUT = os.path.join(HERE, "results", "peer-memtracker-loops.json")
+
+
+def memtracker_all(a):
+    out = {"peer": "torch.distributed._tools.mem_tracker.MemTracker on the real loop", "machine": machine(),
+           "generator": "bench/truth/loops_truth.py memtracker", "cases": []}
+
+    def one(c):
+        try:
+            p = subprocess.run([sys.executable, __file__, "memtracker-case", "--case", json.dumps(c)],
+                               capture_output=True, text=True, timeout=1800)
+        except subprocess.TimeoutExpired:
+            return dict(c, memtracker={"error": "timed out"})
+        if p.returncode != 0:
+            return dict(c, memtracker={"error": (p.stderr.strip().splitlines() or ["?"])[-1][:500]})
+        return dict(c, memtracker=json.loads(p.stdout.strip().splitlines()[-1]))
+
+    with concurrent.futures.ThreadPoolExecutor(a.jobs) as ex:
+        for row in ex.map(one, cases(a.models)):
+            out["cases"].append(row)
+            print(case_name(row), row["memtracker"], flush=True)
+            with open(PEER_OUT + ".tmp", "w") as f:
+                json.dump(out, f, indent=1)
+                f.write("\n")
+            os.replace(PEER_OUT + ".tmp", PEER_OUT)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="*", default=["export", "run"], choices=("export", "run", "case"))
+    ap.add_argument("what", nargs="*", default=["export", "run"], choices=("export", "run", "case", "memtracker",
+                                                                          "memtracker-case"))
     ap.add_argument("--case")
     ap.add_argument("--models", nargs="*")
     ap.add_argument("--jobs", type=int, default=2)
@@ -404,6 +477,11 @@ def main():
     if a.what == ["case"]:
         print(json.dumps(run_case(json.loads(a.case))))
         return
+    if a.what == ["memtracker-case"]:
+        print(json.dumps(run_memtracker(json.loads(a.case))))
+        return
+    if a.what == ["memtracker"]:
+        return memtracker_all(a)
     if "export" in a.what:
         for m in HF + TORCHVISION:
             if not a.models or m in a.models:

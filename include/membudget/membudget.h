@@ -624,7 +624,10 @@ typedef struct mb_budget {
   uint64_t activations;          /* kept for backward at the end of forward */
   uint64_t teacher_activations;  /* the teacher forward's transient peak */
   uint64_t dynamic_peak;         /* allocated_peak - static_bytes */
-  uint64_t dynamic_fixed, dynamic_per_sample; /* dynamic_peak ~ fixed + per_sample x batch */
+  uint64_t dynamic_fixed, dynamic_per_sample; /* per_sample: what one more sample adds to the
+                                  * batch-driven peak (forward, backward); dynamic_peak = fixed +
+                                  * per_sample x batch_size (fixed holds the optimizer step's
+                                  * temporaries when they are the peak) */
   /* peaks: live bytes through the step (steady state: optimizer states exist) */
   uint64_t forward_peak, backward_peak, optimizer_peak;
   uint64_t first_step_peak;      /* the first step, before optimizer states exist */
@@ -848,7 +851,10 @@ MB_API int mb_modules_tensor(const mb_modules *modules, size_t i, mb_peak_tensor
  * effective batch (a given batch, or a minimum that does not fit: the micro-batch divided by
  * the smallest factor that fits, the steps multiplied by it), teacher offload (with a teacher),
  * sharding over the setup's world_size ranks (when it has several and no sharding strategy:
- * FSDP with the checkpoint line's blocks as units, or ZeRO-3, whichever is lower), and, as a what-if that changes what trains, freezing all but a glob (advise_trainable; LoRA
+ * FSDP with the checkpoint line's blocks as units, or ZeRO-3, whichever is lower), the
+ * for-loop optimizer step (foreach=False, for an optimizer whose foreach step makes a list of
+ * temporaries), when no single change fits each pair of them that fits together, and, as a
+ * what-if that changes what trains, freezing all but a glob (advise_trainable; LoRA
  * adapters when the graph has them, else the last top-level module with parameters). A change
  * that does not apply, fails to simulate or does not lower the device peak gives no line.
  * Lines come largest saving first. */
@@ -856,7 +862,9 @@ typedef struct mb_advice mb_advice;
 typedef enum mb_advice_kind {
   MB_ADVICE_PRECISION = 1, MB_ADVICE_CHECKPOINT = 2, MB_ADVICE_OPTIMIZER = 3,
   MB_ADVICE_ATTENTION = 4, MB_ADVICE_GRAD_ACCUMULATION = 5, MB_ADVICE_TEACHER_OFFLOAD = 6,
-  MB_ADVICE_FREEZE = 7, MB_ADVICE_SHARD = 8
+  MB_ADVICE_FREEZE = 7, MB_ADVICE_SHARD = 8,
+  MB_ADVICE_FOREACH = 9,   /* the for-loop optimizer step */
+  MB_ADVICE_COMBINED = 10  /* two of the changes above together, when no one alone fits */
 } mb_advice_kind;
 MB_API const char *mb_advice_kind_name(int kind); /* "precision", "checkpoint", ... */
 /* Whether a budget calls for advice: 1 when it does not fit, or when its batch size was given

@@ -25,7 +25,7 @@ typedef struct variant {
   int kind;
   char title[512], note[512];
   bool what_if;
-  int precision, attention, optimizer, teacher_offload; /* -1: unchanged */
+  int precision, attention, optimizer, teacher_offload, foreach; /* -1: unchanged */
   int64_t accumulation;                                 /* 0: unchanged */
   int64_t micro;                                        /* 0: the baseline's batch */
   int64_t batch_min;                                    /* 0: unchanged */
@@ -46,6 +46,8 @@ typedef struct saved {
   size_t n_freeze, n_trainable;
 } saved;
 
+#define MAX_SINGLES 12
+
 typedef struct ctx {
   const mb_model *m;
   mb_setup *s;
@@ -53,12 +55,16 @@ typedef struct ctx {
   mb_advice *out;
   mb_diag *d;
   variant blocks; /* the checkpoint line's blocks: FSDP's units in the sharding line */
+  variant singles[MAX_SINGLES]; /* the lines of one change each (no what-ifs): pairs() joins them */
+  int n_singles;
+  bool single_fits;             /* one of them fits at the baseline's batch */
 } ctx;
 
 MB_API const char *mb_advice_kind_name(int kind) {
   static const char *const names[] = {"", "precision", "checkpoint", "optimizer", "attention",
-                                      "grad_accumulation", "teacher_offload", "freeze", "shard"};
-  return kind >= 1 && kind <= MB_ADVICE_SHARD ? names[kind] : "unknown";
+                                      "grad_accumulation", "teacher_offload", "freeze", "shard", "foreach",
+                                      "combined"};
+  return kind >= 1 && kind <= MB_ADVICE_COMBINED ? names[kind] : "unknown";
 }
 
 MB_API int mb_advice_due(const mb_budget *b, const char **reason) {
@@ -77,7 +83,7 @@ MB_API int mb_advice_due(const mb_budget *b, const char **reason) {
 static void init_variant(variant *v, int kind) {
   memset(v, 0, sizeof *v);
   v->kind = kind;
-  v->precision = v->attention = v->optimizer = v->teacher_offload = v->strategy = -1;
+  v->precision = v->attention = v->optimizer = v->teacher_offload = v->foreach = v->strategy = -1;
 }
 
 /* flag, and its value unless NULL (a switch) */
@@ -99,6 +105,7 @@ static void apply(mb_setup *s, const variant *v, saved *sv, char **ckpt, char **
   if (v->attention >= 0) t->attention = v->attention;
   if (v->optimizer >= 0) t->optimizer = v->optimizer;
   if (v->teacher_offload >= 0) t->teacher_offload = v->teacher_offload != 0;
+  if (v->foreach >= 0) t->foreach = v->foreach != 0;
   if (v->accumulation > 0) t->grad_accumulation = v->accumulation;
   if (v->batch_min > 0) t->batch_min = v->batch_min;
   if (v->strategy >= 0) {
@@ -215,7 +222,14 @@ static int add_line(ctx *c, const variant *v, const mb_budget *at, const mb_budg
   l->solved_batch = !c->s->train.device_memory ? -1 : solved && sol->fits == 1 ? sol->batch_size : 0;
   l->solved_device_peak = solved ? sol->device_peak : 0;
   a->n++;
+  if (!v->what_if && v->kind != MB_ADVICE_COMBINED) c->single_fits |= at->fits == 1;
   return MB_OK;
+}
+
+/* A change that simulated, kept for pairs() whether or not it lowered the device peak alone:
+ * one that lowers a phase which is not the peak gives nothing alone and may be half a pair. */
+static void remember(ctx *c, const variant *v) {
+  if (!v->what_if && c->n_singles < MAX_SINGLES) c->singles[c->n_singles++] = *v;
 }
 
 /* Simulate a variant and keep it when it lowers the device peak. */
@@ -224,6 +238,7 @@ static int consider(ctx *c, const variant *v) {
   bool solved;
   int rc = simulate(c, v, &at, &sol, &solved);
   if (rc == MB_E_NOMEM) return rc;
+  if (rc == MB_OK) remember(c, v);
   if (rc != MB_OK || at.device_peak >= c->base->device_peak) return MB_OK; /* no better, or not simulated */
   return add_line(c, v, &at, &sol, solved);
 }
@@ -259,6 +274,63 @@ static int optimizer(ctx *c) {
            "4096 elements)");
   arg(c, &v, "--optimizer", "adamw-8bit");
   return consider(c, &v);
+}
+
+/* torch.optim's for-loop step (foreach=False): the temporaries of one parameter at a time, not
+ * a parameter-sized list (sim/optim.c) */
+static int for_loop_step(ctx *c) {
+  const mb_train *t = &c->s->train;
+  if (!t->foreach || !mb_optim_get(t->optimizer)->foreach_lists) return MB_OK;
+  variant v;
+  init_variant(&v, MB_ADVICE_FOREACH);
+  v.foreach = 0;
+  snprintf(v.title, sizeof v.title, "the for-loop optimizer step (foreach=False)");
+  snprintf(v.note, sizeof v.note, "torch.optim's %s(..., foreach=False): one parameter's temporaries at a time "
+           "instead of a list of them all; the step runs slower", mb_optim_get(t->optimizer)->name);
+  arg(c, &v, "--foreach", "0");
+  return consider(c, &v);
+}
+
+/* b's changes added to a's (false when both change the same thing) */
+static bool join(variant *a, const variant *b) {
+#define BOTH(f) (a->f >= 0 && b->f >= 0)
+  if (BOTH(precision) || BOTH(attention) || BOTH(optimizer) || BOTH(teacher_offload) || BOTH(foreach) ||
+      BOTH(strategy) || (a->accumulation && b->accumulation) || (a->n_ckpt && b->n_ckpt) ||
+      a->argc + b->argc > MAX_ARGS)
+    return false;
+#undef BOTH
+#define TAKE(f) if (b->f >= 0) a->f = b->f
+  TAKE(precision); TAKE(attention); TAKE(optimizer); TAKE(teacher_offload); TAKE(foreach); TAKE(strategy);
+#undef TAKE
+  if (b->accumulation) {
+    a->accumulation = b->accumulation;
+    a->micro = b->micro;
+    a->batch_min = b->batch_min;
+  }
+  for (int i = 0; i < b->n_ckpt; i++) a->ckpt[a->n_ckpt++] = b->ckpt[i];
+  for (int i = 0; i < b->n_wrap; i++) a->wrap[a->n_wrap++] = b->wrap[i];
+  for (int i = 0; i < b->argc; i++) a->argv[a->argc++] = b->argv[i];
+  size_t n = strlen(a->title);
+  snprintf(a->title + n, sizeof a->title - n, " + %s", b->title);
+  snprintf(a->note, sizeof a->note, "two changes together: no one alone fits");
+  a->kind = MB_ADVICE_COMBINED;
+  return true;
+}
+
+/* When no single change fits, each pair of them, simulated together: the pairs that fit. */
+static int pairs(ctx *c) {
+  if (c->single_fits || c->base->fits != 0) return MB_OK;
+  for (int i = 0; i < c->n_singles; i++)
+    for (int j = i + 1; j < c->n_singles; j++) {
+      variant v = c->singles[i];
+      if (!join(&v, &c->singles[j])) continue;
+      mb_budget at, sol;
+      bool solved;
+      int rc = simulate(c, &v, &at, &sol, &solved);
+      if (rc == MB_E_NOMEM) return rc;
+      if (rc == MB_OK && at.fits == 1 && (rc = add_line(c, &v, &at, &sol, solved)) != MB_OK) return rc;
+    }
+  return MB_OK;
 }
 
 static int attention(ctx *c) {
@@ -567,6 +639,7 @@ static int checkpoint(ctx *c, const mb_modules *mods) {
     ok[i] = rc == MB_OK;
     if (ok[i] && (best < 0 || at[i].device_peak < at[best].device_peak)) best = i;
   }
+  if (best >= 0) remember(c, &cand[best]);
   if (best < 0 || at[best].device_peak >= c->base->device_peak) return MB_OK;
   c->blocks = cand[best];
   return add_line(c, &cand[best], &at[best], &sol[best], solved[best]);
@@ -612,6 +685,7 @@ static int shard(ctx *c) {
     if (rc == MB_E_NOMEM) return rc;
     if (rc == MB_OK && (best < 0 || at[i].device_peak < at[best].device_peak)) best = i;
   }
+  if (best >= 0) remember(c, &cand[best]);
   if (best < 0 || at[best].device_peak >= c->base->device_peak) return MB_OK;
   return add_line(c, &cand[best], &at[best], &sol[best], solved[best]);
 }
@@ -709,9 +783,9 @@ int mb_advice_build(const mb_model *m, mb_setup *s, const mb_plan *p, const mb_b
   ctx c = {.m = m, .s = s, .base = &a->baseline, .out = a, .d = d};
   mb_modules *mods = NULL;
   if (mb_modules_build(p, s, base->batch_size, &mods, d) == MB_OK && precision(&c) == MB_OK &&
-      checkpoint(&c, mods) == MB_OK && optimizer(&c) == MB_OK && attention(&c) == MB_OK &&
-      accumulation(&c) == MB_OK && teacher_offload(&c) == MB_OK && shard(&c) == MB_OK && freeze(&c, mods) == MB_OK &&
-      a->n > 1)
+      checkpoint(&c, mods) == MB_OK && optimizer(&c) == MB_OK && for_loop_step(&c) == MB_OK &&
+      attention(&c) == MB_OK && accumulation(&c) == MB_OK && teacher_offload(&c) == MB_OK && shard(&c) == MB_OK &&
+      pairs(&c) == MB_OK && freeze(&c, mods) == MB_OK && a->n > 1)
     qsort(a->lines, (size_t)a->n, sizeof *a->lines, by_saving); /* (no lines: NULL, which qsort may not take) */
   mb_modules_free(mods);
   if (d->status != MB_OK) {

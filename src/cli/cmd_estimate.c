@@ -190,6 +190,9 @@ static void print_human(const char *path, const mb_model *m, const mb_model *tea
            mb_fmt_bytes(y, sizeof y, b->largest_cached_free));
     if (b->allocator_ooms) printf("; %d requests found no room on the device", (int)b->allocator_ooms);
     printf("\n");
+    if (b->cached_free > b->reserved_peak / 20)
+      printf("  the cached free blocks are fragmentation the step's own request stream leaves: it follows the sizes\n"
+             "  and order of the blocks freed before the peak, so it need not grow with the batch or the sequence\n");
   }
   print_assumed(s, m, teacher, b);
   printf("\n");
@@ -198,18 +201,29 @@ static void print_human(const char *path, const mb_model *m, const mb_model *tea
          mb_hold_name(b->hold_outputs));
   if (b->fits < 0) printf("no device memory given\n");
   else if (b->fits) printf("fits with %s to spare\n", mb_fmt_bytes(z, sizeof z, (uint64_t)b->available));
-  else printf("does NOT fit: short by %s\n", mb_fmt_bytes(z, sizeof z, (uint64_t)(-b->available)));
+  else if (b->available < 0) printf("does NOT fit: short by %s\n", mb_fmt_bytes(z, sizeof z, (uint64_t)(-b->available)));
+  else printf("does NOT fit: %d requests find no room, though the peak is %s under the usable memory (fragmentation)\n",
+              (int)b->allocator_ooms, mb_fmt_bytes(z, sizeof z, (uint64_t)b->available));
+  if (b->peak_phase == MB_PHASE_OPTIMIZER && b->dynamic_per_sample)
+    printf("the optimizer step's temporaries are the peak: each sample more adds %s to the backward peak (%s now), "
+           "not to this one, until that passes it\n", mb_fmt_bytes(x, sizeof x, b->dynamic_per_sample),
+           mb_fmt_bytes(y, sizeof y, b->backward_peak > b->forward_peak ? b->backward_peak : b->forward_peak));
   printf("%s\n", summary);
 }
 
 /* "does not fit" on stderr with the shortfall and the biggest parts at the peak. */
 static void explain_no_fit(const mb_budget *b) {
   char x[32], y[32], z[32];
-  fprintf(stderr, "membudget: does not fit %s batch %lld: device peak %s > usable %s (short by %s)\n",
-          b->solved ? "even at the minimum" : "at", (long long)b->batch_size,
-          mb_fmt_bytes(x, sizeof x, b->eval_device_peak > b->device_peak ? b->eval_device_peak : b->device_peak),
-          mb_fmt_bytes(y, sizeof y, b->usable_memory),
-          mb_fmt_bytes(z, sizeof z, (uint64_t)(-b->available)));
+  const char *at = b->solved ? "even at the minimum" : "at";
+  uint64_t peak = b->eval_device_peak > b->device_peak ? b->eval_device_peak : b->device_peak;
+  if (b->available < 0)
+    fprintf(stderr, "membudget: does not fit %s batch %lld: device peak %s > usable %s (short by %s)\n", at,
+            (long long)b->batch_size, mb_fmt_bytes(x, sizeof x, peak), mb_fmt_bytes(y, sizeof y, b->usable_memory),
+            mb_fmt_bytes(z, sizeof z, (uint64_t)(-b->available)));
+  else /* every byte fits, but the caching allocator finds no free block for some requests */
+    fprintf(stderr, "membudget: does not fit %s batch %lld: %d requests find no room on the device (device peak %s, "
+            "usable %s: fragmentation)\n", at, (long long)b->batch_size, (int)b->allocator_ooms,
+            mb_fmt_bytes(x, sizeof x, peak), mb_fmt_bytes(y, sizeof y, b->usable_memory));
   int order[MB_CAT_COUNT];
   for (int c = 0; c < MB_CAT_COUNT; c++) order[c] = c;
   for (int i = 0; i < MB_CAT_COUNT; i++)

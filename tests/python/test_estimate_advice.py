@@ -246,3 +246,42 @@ def test_bad_options(cli):
     assert p.returncode == 2 and "advise_trainable" in p.stderr
     p = run(cli, "estimate", MODELS / "resnet18.onnx", "--mode", "measured", "--advise")
     assert p.returncode == 2 and "static mode only" in p.stderr
+
+
+def _line_flags(doc, kind):
+    return [ln for ln in doc["advice"]["lines"] if ln["kind"] == kind]
+
+
+def test_the_for_loop_step_and_pairs_when_no_single_change_fits(cli):
+    """RMSprop (no 8-bit line) on the GPT-2-like model at batch 1, sequence 512, where the
+    foreach step's temporaries and the backward peak are near: the for-loop step lowers only
+    the one, checkpointing only the other, their pair both. On a device where neither line fits
+    alone (its memory between what they allocate with the context; the allocator model's
+    reserved memory follows the device, so each memory is tried as a whole), the advice gives
+    the pair, at the device peak the two flags together give there."""
+    base = ["models/gpt2_small_like.onnx", "--dim", "sequence=512", "--batch", "1", "--optimizer", "rmsprop",
+            "--gpu", "h100-80gb"]
+    ckpt = ["--checkpoint", "h.*"]  # the model's blocks, as the checkpoint line names them
+
+    def budget(*flags):
+        return json.loads(run(cli, "estimate", *base, *flags, "--json").stdout)
+    def need(*flags):
+        b = budget(*flags)["budget"]
+        return b["allocated_peak"] + b["context"]
+    alone = min(need("--foreach", "0"), need(*ckpt))
+    both = need("--foreach", "0", *ckpt)
+    assert both < alone
+    found = False
+    for k in range(1, 20):  # from the pair's need to past the singles' (reserved memory comes on top)
+        memory = ["--device-memory", str(both + (alone - both) * k // 10), "--utilization", "1"]
+        doc = json.loads(run(cli, "estimate", *base, *memory, "--advise", "--json").stdout)
+        direct = budget("--foreach", "0", *ckpt, *memory)["budget"]
+        if not direct["fits"] or doc["budget"]["fits"] or [ln for ln in doc["advice"]["lines"] if
+                                                           ln["kind"] != "combined" and not ln["what_if"] and ln["fits"]]:
+            continue
+        pair = [ln for ln in _line_flags(doc, "combined") if sorted(ln["flags"]) == sorted(["--foreach", "0", *ckpt])]
+        assert pair and pair[0]["fits"] and pair[0]["device_peak"] == direct["device_peak"]
+        assert pair[0]["title"] == ("the for-loop optimizer step (foreach=False) + activation checkpointing of 12 "
+                                    "blocks (h.*)") or "+" in pair[0]["title"]
+        found = True
+    assert found

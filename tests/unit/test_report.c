@@ -77,6 +77,7 @@ static int apply_flags(mb_setup *s, const mb_advice_line *l) {
     if (!strcmp(f, "--precision")) rc = mb_setup_set(s, "precision", v);
     else if (!strcmp(f, "--optimizer")) rc = mb_setup_set(s, "optimizer", v);
     else if (!strcmp(f, "--attention")) rc = mb_setup_set(s, "attention", v);
+    else if (!strcmp(f, "--foreach")) rc = mb_setup_set(s, "foreach", v);
     else if (!strcmp(f, "--checkpoint")) rc = mb_setup_set(s, "checkpoint", v);
     else if (!strcmp(f, "--grad-accumulation")) rc = mb_setup_set(s, "grad_accumulation", v);
     else if (!strcmp(f, "--batch-min")) rc = mb_setup_set(s, "batch_min", v);
