@@ -259,7 +259,7 @@ def test_the_for_loop_step_and_pairs_when_no_single_change_fits(cli):
     alone (its memory between what they allocate with the context; the allocator model's
     reserved memory follows the device, so each memory is tried as a whole), the advice gives
     the pair, at the device peak the two flags together give there."""
-    base = ["models/gpt2_small_like.onnx", "--dim", "sequence=512", "--batch", "1", "--optimizer", "rmsprop",
+    base = [MODELS / "gpt2_small_like.onnx", "--dim", "sequence=512", "--batch", "1", "--optimizer", "rmsprop",
             "--gpu", "h100-80gb"]
     ckpt = ["--checkpoint", "h.*"]  # the model's blocks, as the checkpoint line names them
 
