@@ -65,10 +65,11 @@ OUT = os.path.join(HERE, "results", "cpu-torch2-loops.json")
 MODEL_DIR = os.path.join("bench", "truth", "models")
 ITERATIONS, MEASURED = 4, 2  # iteration MEASURED (0-based) is the window
 SEQ = 256
+CLIP_TOKENS = 32
 T5_SRC, T5_TGT = 128, 64
 LOOPS = ("plain-next", "plain-step", "plain-backward", "plain-loss", "trainer", "trainer-noclip", "trainer-accum",
          "lightning", "accelerate")
-HF = ("llama", "gpt2", "qwen2", "bert", "t5", "vit")
+HF = ("llama", "gpt2", "qwen2", "bert", "t5", "vit", "clip")
 TORCHVISION = ("resnet18",)
 # membudget's loop flags for each loop (the estimate's side of the same step)
 LOOP_ARGS = {
@@ -90,9 +91,12 @@ def cases(models=None):
         out += [dict(model="llama", loop=lp, optimizer="adamw-foreach", batch=b) for lp in LOOPS]
         out += [dict(model="resnet18", loop=lp, optimizer="adamw-foreach", batch=b)
                 for lp in ("plain-next", "plain-step", "plain-backward", "lightning", "accelerate")]
-    for m in HF[1:]:
+    for m in HF[1:-1]:
         out += [dict(model=m, loop=lp, optimizer="adamw-foreach", batch=2)
                 for lp in ("plain-next", "trainer", "lightning", "accelerate")]
+    # CLIP's contrastive loss (return_loss=True, which the Trainer does not pass)
+    out += [dict(model="clip", loop=lp, optimizer="adamw-foreach", batch=b)
+            for b in (2, 4) for lp in ("plain-next", "plain-backward", "lightning", "accelerate")]
     for opt in ("adamw", "sgd-momentum"):
         out += [dict(model="llama", loop=lp, optimizer=opt, batch=2)
                 for lp in ("plain-next", "trainer", "lightning", "accelerate")]
@@ -120,6 +124,16 @@ def build(name, device="cpu"):
         torch.manual_seed(0)
         with torch.device(device):
             return torchvision.models.resnet18().train()
+    if name == "clip":
+        import transformers
+        text = dict(vocab_size=1000, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                    num_attention_heads=4, max_position_embeddings=64, bos_token_id=0, eos_token_id=2, pad_token_id=1)
+        vision = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                      image_size=96, patch_size=16)
+        torch.manual_seed(0)
+        with torch.device(device):
+            return transformers.CLIPModel(transformers.CLIPConfig(text_config=text, vision_config=vision,
+                                                                  projection_dim=128)).train()
     import hf_zoo
     with torch.device(device):
         return hf_zoo.build(name)
@@ -135,6 +149,9 @@ def batch_of(name, b, seed=0, device="cpu"):
     if name == "vit":
         return {"pixel_values": torch.randn(b, 3, 224, 224, generator=g).to(device),
                 "labels": torch.randint(0, 1000, (b,), generator=g).to(device)}
+    if name == "clip":
+        return {"input_ids": torch.randint(3, 1000, (b, CLIP_TOKENS), generator=g).to(device),
+                "pixel_values": torch.randn(b, 3, 96, 96, generator=g).to(device)}
     vocab = hf_zoo.VOCAB[name]
     if name == "t5":
         return {"input_ids": torch.randint(0, vocab, (b, T5_SRC), generator=g).to(device),
@@ -154,7 +171,7 @@ def loss_of(name, model, batch):
     if name in TORCHVISION:
         out = model(batch[0])
         return out, F.cross_entropy(out, batch[1])
-    out = model(**batch)
+    out = model(**batch, return_loss=True) if name == "clip" else model(**batch)
     return out, out.loss
 
 
@@ -406,6 +423,8 @@ def export(name):
     x = batch_of(name, 2, device="meta")
     if name in TORCHVISION:
         x = x[0]
+    if name == "clip":
+        x = dict(x, return_loss=True)
     mt.export_onnx(module, x, path=path, weightless=True, exporter="dynamo")
     with open(path, "rb") as f, open(path + ".gz", "wb") as raw, \
             gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0) as g:  # the same bytes every time
@@ -420,6 +439,8 @@ def membudget_args(c):
             "--foreach", "1" if c["optimizer"].endswith("-foreach") else "0", "--backend", "cpu"]
     if c["model"] == "t5":
         args += ["--dim", "sequence=%d" % T5_SRC, "--dim", "decoder_sequence=%d" % T5_TGT]
+    elif c["model"] == "clip":
+        args += ["--dim", "sequence=%d" % CLIP_TOKENS]
     elif c["model"] not in TORCHVISION and c["model"] != "vit":
         args += ["--dim", "sequence=%d" % SEQ]
     return args + LOOP_ARGS[c["loop"]]
@@ -444,6 +465,9 @@ PEER_OUT = os.path.join(HERE, "results", "peer-memtracker-loops.json")
 def memtracker_all(a):
     out = {"peer": "torch.distributed._tools.mem_tracker.MemTracker on the real loop", "machine": machine(),
            "generator": "bench/truth/loops_truth.py memtracker", "cases": []}
+    if a.models and os.path.exists(PEER_OUT):  # the other models' cases stay
+        with open(PEER_OUT) as f:
+            out["cases"] = [c for c in json.load(f)["cases"] if c["model"] not in a.models]
 
     def one(c):
         try:
@@ -492,6 +516,9 @@ def main():
     out = {"generator": "bench/truth/loops_truth.py run", "machine": machine(),
            "step": "the loop of each case (see the generator's docstring); iteration %d of %d measured"
                    % (MEASURED + 1, ITERATIONS), "cases": []}
+    if a.models and os.path.exists(a.out):  # the other models' cases stay
+        with open(a.out) as f:
+            out["cases"] = [c for c in json.load(f)["cases"] if c["model"] not in a.models]
 
     def one(c):
         p = subprocess.run([sys.executable, __file__, "case", "--case", json.dumps(c)], capture_output=True,

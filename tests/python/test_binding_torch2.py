@@ -209,3 +209,17 @@ def test_hf_exit_codes(config, tmp_path):
     assert hf(config, "--batch", 4, "--seq-len", 4096).returncode == 2   # over the 1024 positions
     big = hf(config, "--batch", 100000, "--seq-len", 1024, "--gpu", "t4")
     assert big.returncode == 3 and "does not fit" in big.stdout
+
+
+def test_contrastive_loss_keeps_the_batch_symbolic(cli, child):
+    """CLIP given return_loss=True computes its loss from torch.arange(len(logits)); exported as
+    written, the dynamo exporter fixes that length at the example's batch of 2 (issue 32, item
+    2). membudget.torch's export keeps it the batch: the file estimates at batch 8 as the binding
+    did, and the step grows with the batch (a graph fixed at 2 would not)."""
+    out, res = child
+    seq = ["--dim", "sequence=16"]  # the example's, which the binding's estimate takes
+    b8 = cli_budget(cli, out / "clip.onnx", "--batch", "8", *seq, "--loop", "trainer")  # the binding's for HF
+    assert b8 == res["clip"]["budget"]
+    assert b8["loss_in_graph"] is True
+    b2, b16 = (cli_budget(cli, out / "clip.onnx", "--batch", str(b), *seq) for b in (2, 16))
+    assert b2["activations"] < b8["activations"] < b16["activations"]

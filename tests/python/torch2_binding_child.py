@@ -192,4 +192,20 @@ with warnings.catch_warnings(record=True) as caught:
     b = mt.estimate(Branchy(), torch.ones(2, 3), batch=2, rounding=1)
 res["fallback"] = {"warnings": [str(w.message) for w in caught if "membudget.torch" in str(w.message)],
                    "params_trainable": b.params_trainable}
+
+# CLIP with its own contrastive loss (return_loss=True): the loss's torch.arange(len(logits))
+# would fix the batch at the example's 2 inside the graph; membudget.torch exports it symbolic
+text = dict(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
+            max_position_embeddings=32, bos_token_id=0, eos_token_id=2, pad_token_id=1)
+vision = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2, image_size=32,
+              patch_size=16)
+with torch.device("meta"):
+    clip = transformers.CLIPModel(transformers.CLIPConfig(text_config=text, vision_config=vision,
+                                                          projection_dim=32)).train()
+clip_in = {"input_ids": torch.zeros(2, 16, dtype=torch.long), "pixel_values": torch.zeros(2, 3, 32, 32),
+           "return_loss": True}
+mt.export_onnx(clip, clip_in, path=path("clip.onnx"))
+res["clip"] = {"budget": mt.estimate(clip, clip_in, batch=8).to_dict(),
+               "parameters": sum(p.numel() for p in clip.parameters())}
+
 print(json.dumps(res))

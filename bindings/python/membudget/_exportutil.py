@@ -13,19 +13,40 @@ import torch
 
 def pick_output(out: Any) -> Any:
     """What a dict-like result (a Hugging Face ModelOutput, torchvision's segmentation dict)
-    holds, as a tuple of its tensors: first the one a training loop reads (``loss`` when present
+    holds, as a tuple of its tensors (nested ones too): first the one a training loop reads (``loss`` when present
     and not None, else ``logits``, else the first tensor; membudget takes the graph's first
     output as the loss or the loss's input), then the others in order. A loop that binds the
     result (``out = model(x)``) keeps all of them alive as long as it keeps ``out``. A single
     tensor comes back as it is; anything else too."""
     if not isinstance(out, Mapping):
         return out
-    tensors = [(k, v) for k, v in out.items() if isinstance(v, torch.Tensor)]
+    tensors = _tensors_of(out)
     if not tensors:
         raise TypeError(f"the module returned a {type(out).__name__} without a tensor")
-    first = next((k for k in ("loss", "logits") if isinstance(out.get(k), torch.Tensor)), tensors[0][0])
-    picked = [out[first]] + [v for k, v in tensors if k != first]
+    first = next((out[k] for k in ("loss", "logits") if isinstance(out.get(k), torch.Tensor)), tensors[0])
+    picked = [first] + [v for v in tensors if v is not first]
     return picked[0] if len(picked) == 1 else tuple(picked)
+
+
+def _tensors_of(value: Any) -> List[torch.Tensor]:
+    """Every tensor a result holds, in order, once each: nested outputs (CLIP's text and vision
+    model outputs) and tuples (hidden states) included."""
+    out: List[torch.Tensor] = []
+    seen = set()
+
+    def walk(v):
+        if isinstance(v, torch.Tensor):
+            if id(v) not in seen:
+                seen.add(id(v))
+                out.append(v)
+        elif isinstance(v, Mapping):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, (tuple, list)):
+            for x in v:
+                walk(x)
+    walk(value)
+    return out
 
 
 def selector(output: Any) -> Optional[Callable[[Any], Any]]:

@@ -255,6 +255,48 @@ def _graph_module(module: "_torch.nn.Module", graph: Optional[_pyg.GraphSample])
         module.__class__ = cls
 
 
+def _batch_labels(logits: "_torch.Tensor") -> "_torch.Tensor":
+    """The class of each row of a square similarity matrix, its own index: arange over the
+    rows, from their count as a size (a symbolic one while exporting), not len()."""
+    return _torch.arange(logits.shape[0], device=logits.device)
+
+
+@contextlib.contextmanager
+def _symbolic_contrastive_losses() -> Iterator[None]:
+    """While exporting, Hugging Face's contrastive losses (CLIP and its kin: modeling_*.py's
+    `contrastive_loss(logits)` = cross_entropy(logits, arange(len(logits)))) take their labels
+    from the rows' count as a size: len() makes the exporter fix the batch at the example's
+    (torch.export: "Constraints violated (batch)! ... specialized it to be a constant"), and the
+    graph would be valid at that batch only. The same computation, so the same memory."""
+    import inspect
+    import sys
+    plain = "nn.functional.cross_entropy(logits, torch.arange(len(logits), device=logits.device))"
+    patched = []
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith("transformers.models.") or not name.rsplit(".", 1)[-1].startswith("modeling_"):
+            continue
+        fn = getattr(mod, "contrastive_loss", None)
+        if not callable(fn) or getattr(fn, "_membudget_symbolic", False):
+            continue
+        try:
+            source = " ".join(inspect.getsource(fn).split())
+        except (OSError, TypeError):
+            continue
+        if plain not in source:  # another loss (label smoothing: ALIGN): left as it is
+            continue
+
+        def symbolic(logits):
+            return _torch.nn.functional.cross_entropy(logits, _batch_labels(logits))
+        symbolic._membudget_symbolic = True
+        patched.append((mod, fn))
+        mod.contrastive_loss = symbolic
+    try:
+        yield
+    finally:
+        for mod, fn in patched:
+            mod.contrastive_loss = fn
+
+
 def _export(module: "_torch.nn.Module", example_inputs: Inputs, *, dynamic: Dynamic = None,
             exporter: str = "auto", opset_version: Optional[int] = None, output: Any = "auto",
             input_names: Optional[Sequence[str]] = None, weightless: bool = True,
@@ -292,7 +334,7 @@ def _export(module: "_torch.nn.Module", example_inputs: Inputs, *, dynamic: Dyna
         order = ["dynamo"]
     notes: List[str] = []
     errors: List[Tuple[str, str]] = []
-    with _checkpointing_off(module) as checkpointed, _graph_module(module, graph):
+    with _checkpointing_off(module) as checkpointed, _graph_module(module, graph), _symbolic_contrastive_losses():
         for which in order:
             attempts = [spec, {}] if which == "dynamo" and auto_dynamic and spec else [spec]
             for s in attempts:
