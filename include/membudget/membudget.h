@@ -1002,6 +1002,22 @@ MB_API const char *mb_alloc_replay_errmsg(const mb_alloc_replay *replay);
 /* The report as text (json == 0) or JSON (raw bytes, every segment); mb_free() it. */
 MB_API int mb_alloc_replay_report(const mb_alloc_replay *replay, int json, char **out);
 
+/* ================================================================ request-stream diff
+ * A recorded step (the same snapshot mb_alloc_replay_create reads, recorded with its frames,
+ * PyTorch's default) lined up with the simulated step of model at the setup's batch size
+ * (required: the batch the snapshot's step ran at): the requests on both sides, which match,
+ * which differ in size, which are missing from the estimate or extra in it, and whose
+ * lifetimes differ, in step order and summed by op and module (docs/allocator.md, "alloc-diff").
+ * The recorded step is the one between the last two optimizer steps' ends. On failure *out
+ * still holds the message (mb_alloc_diff_errmsg); free it with mb_alloc_diff_free. */
+typedef struct mb_alloc_diff mb_alloc_diff;
+MB_API int mb_alloc_diff_create(const void *data, size_t size, const mb_model *model, mb_setup *setup,
+                                mb_alloc_diff **out);
+MB_API void mb_alloc_diff_free(mb_alloc_diff *diff);
+MB_API const char *mb_alloc_diff_errmsg(const mb_alloc_diff *diff);
+/* The report as text (json == 0) or JSON (every recorded request with its partner); mb_free() it. */
+MB_API int mb_alloc_diff_report(const mb_alloc_diff *diff, int json, char **out);
+
 #ifdef __cplusplus
 }
 #endif

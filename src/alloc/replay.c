@@ -8,82 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc/addrmap.h"
 #include "membudget/membudget.h"
-
-/* ---- live allocations by address (open addressing) ---- */
-
-typedef struct addrmap {
-  uint64_t *key;
-  int32_t *val;   /* block id; -1: the model could not serve it */
-  uint8_t *used;  /* 0 empty, 1 full, 2 deleted */
-  size_t cap, n, tomb;
-} addrmap;
-
-static size_t slot_of(uint64_t k, size_t cap) {
-  k ^= k >> 33;
-  k *= UINT64_C(0xff51afd7ed558ccd);
-  k ^= k >> 33;
-  return (size_t)k & (cap - 1);
-}
-
-static int map_grow(addrmap *m) {
-  size_t cap = m->cap ? m->cap * 2 : 1024;
-  addrmap g = {calloc(cap, sizeof *g.key), calloc(cap, sizeof *g.val), calloc(cap, 1), cap, 0, 0};
-  if (!g.key || !g.val || !g.used) {
-    free(g.key);
-    free(g.val);
-    free(g.used);
-    return MB_E_NOMEM;
-  }
-  for (size_t i = 0; i < m->cap; i++) {
-    if (m->used[i] != 1) continue;
-    size_t j = slot_of(m->key[i], cap);
-    while (g.used[j]) j = (j + 1) & (cap - 1);
-    g.used[j] = 1;
-    g.key[j] = m->key[i];
-    g.val[j] = m->val[i];
-    g.n++;
-  }
-  free(m->key);
-  free(m->val);
-  free(m->used);
-  *m = g;
-  return MB_OK;
-}
-
-/* the slot holding k, or SIZE_MAX */
-static size_t map_find(const addrmap *m, uint64_t k) {
-  if (!m->cap) return SIZE_MAX;
-  for (size_t j = slot_of(k, m->cap), probes = 0; probes < m->cap; j = (j + 1) & (m->cap - 1), probes++) {
-    if (!m->used[j]) return SIZE_MAX;
-    if (m->used[j] == 1 && m->key[j] == k) return j;
-  }
-  return SIZE_MAX;
-}
-
-static int map_put(addrmap *m, uint64_t k, int32_t v) {
-  if ((m->n + m->tomb + 1) * 4 > m->cap * 3 && map_grow(m) != MB_OK) return MB_E_NOMEM;
-  size_t j = slot_of(k, m->cap);
-  while (m->used[j] == 1) j = (j + 1) & (m->cap - 1);
-  if (m->used[j] == 2) m->tomb--;
-  m->used[j] = 1;
-  m->key[j] = k;
-  m->val[j] = v;
-  m->n++;
-  return MB_OK;
-}
-
-static void map_del(addrmap *m, size_t j) {
-  m->used[j] = 2;
-  m->n--;
-  m->tomb++;
-}
-
-static void map_free(addrmap *m) {
-  free(m->key);
-  free(m->val);
-  free(m->used);
-}
 
 /* ---- one device ---- */
 
@@ -194,7 +120,7 @@ static bool field(const mb_datum *e, const char *key, uint64_t *out) {
   return false;
 }
 
-static int entry(replayer *r, addrmap *live, const mb_datum *e, uint64_t index, mb_diag *d) {
+static int entry(replayer *r, mb_addrmap *live, const mb_datum *e, uint64_t index, mb_diag *d) {
   mb_replay_device *dev = r->dev;
   const mb_datum *act = mb_datum_get(e, "action");
   if (!act || act->kind != MB_D_STR)
@@ -218,13 +144,13 @@ static int entry(replayer *r, addrmap *live, const mb_datum *e, uint64_t index, 
     return MB_OK;
   }
   if (is_free) {
-    size_t j = map_find(live, addr);
+    size_t j = mb_addrmap_find(live, addr);
     if (j == SIZE_MAX) {
       dev->unknown_frees++;
       return MB_OK;
     }
-    int32_t id = live->val[j];
-    map_del(live, j);
+    int32_t id = (int32_t)live->val[j];
+    mb_addrmap_del(live, j);
     dev->frees++;
     return id >= 0 ? mb_alloc_release(r->a, id) : MB_OK;
   }
@@ -238,13 +164,13 @@ static int entry(replayer *r, addrmap *live, const mb_datum *e, uint64_t index, 
     if (rc == MB_OK && mb_alloc_release(r->a, id) != MB_OK) return mb_fail(d, MB_E_NOMEM, "out of memory");
   } else {
     dev->requests++;
-    size_t j = map_find(live, addr);
+    size_t j = mb_addrmap_find(live, addr);
     if (j != SIZE_MAX) { /* the trace lost this address's free: take it as freed now */
       dev->reused++;
-      if (live->val[j] >= 0 && mb_alloc_release(r->a, live->val[j]) != MB_OK) return mb_fail(d, MB_E_NOMEM, "out of memory");
-      map_del(live, j);
+      if (live->val[j] >= 0 && mb_alloc_release(r->a, (int32_t)live->val[j]) != MB_OK) return mb_fail(d, MB_E_NOMEM, "out of memory");
+      mb_addrmap_del(live, j);
     }
-    if (map_put(live, addr, rc == MB_OK ? id : -1) != MB_OK) return mb_fail(d, MB_E_NOMEM, "out of memory");
+    if (mb_addrmap_put(live, addr, rc == MB_OK ? id : -1) != MB_OK) return mb_fail(d, MB_E_NOMEM, "out of memory");
   }
   compare(r, r->request, size, stream);
   return MB_OK;
@@ -252,7 +178,7 @@ static int entry(replayer *r, addrmap *live, const mb_datum *e, uint64_t index, 
 
 static int replay_device(const mb_datum *trace, const mb_alloc_config *c, mb_replay_device *dev, mb_diag *d) {
   replayer r = {.dev = dev};
-  addrmap live = {0};
+  mb_addrmap live = {0};
   if (mb_alloc_create(c, &r.a) != MB_OK) return mb_fail(d, MB_E_NOMEM, "out of memory");
   mb_alloc_observe(r.a, on_segment, &r);
   /* the recorded events' running sum, for their reserved peak */
@@ -280,7 +206,7 @@ static int replay_device(const mb_datum *trace, const mb_alloc_config *c, mb_rep
   if (d->status == MB_OK && r.err) mb_fail(d, r.err, "out of memory");
   dev->model = *mb_alloc_get_stats(r.a);
   mb_alloc_free(r.a);
-  map_free(&live);
+  mb_addrmap_free(&live);
   free(r.rec.ev);
   free(r.model.ev);
   return d->status;

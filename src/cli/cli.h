@@ -13,6 +13,7 @@ int mb_cmd_estimate(int argc, char **argv);
 int mb_cmd_gpus(int argc, char **argv);
 int mb_cmd_measure(int argc, char **argv);
 int mb_cmd_alloc_replay(int argc, char **argv);
+int mb_cmd_alloc_diff(int argc, char **argv);
 int mb_cmd_sweep(int argc, char **argv);
 #include "membudget/membudget.h"
 /* --dim NAME=VALUE into setup; returns an exit code. */
@@ -43,6 +44,9 @@ int mb_cli_measure_open(const mb_setup *setup, mb_measure **out);
 int mb_cli_write_file(const char *flag, const char *path, const char *data);
 int mb_cli_timeline(const mb_model *m, mb_setup *s, const mb_budget *measured, const char *model_path,
                     const char *out_path);
+
+/* The whole file (a snapshot); NULL with the reason on stderr. The caller frees it. */
+unsigned char *mb_cli_slurp(const char *path, size_t *size);
 
 /* Print "membudget: <msg>" to stderr, a hint to run --help, and return MB_EXIT_USAGE. */
 #if defined(__GNUC__)

@@ -7,8 +7,7 @@
 
 #include "cli/cli.h"
 
-/* The whole file; NULL with a message on stderr. */
-static unsigned char *slurp(const char *path, size_t *size) {
+unsigned char *mb_cli_slurp(const char *path, size_t *size) {
   FILE *f = fopen(path, "rb");
   if (!f) {
     fprintf(stderr, "membudget: %s: %s\n", path, strerror(errno));
@@ -68,7 +67,7 @@ int mb_cmd_alloc_replay(int argc, char **argv) {
   }
   if (rc == MB_EXIT_OK && !path) rc = mb_cli_usage_error("alloc-replay: no snapshot given");
   size_t size = 0;
-  unsigned char *data = rc == MB_EXIT_OK ? slurp(path, &size) : NULL;
+  unsigned char *data = rc == MB_EXIT_OK ? mb_cli_slurp(path, &size) : NULL;
   if (rc == MB_EXIT_OK && !data) rc = MB_EXIT_INPUT;
   mb_alloc_replay *r = NULL;
   char *report = NULL;

@@ -102,6 +102,11 @@ static const char USAGE[] =
   "      replays a request stream PyTorch recorded (torch.cuda.memory._snapshot() as\n"
   "      _dump_snapshot's pickle, or as JSON) through the allocator model: the segments it\n"
   "      makes, the reserved peak, and how they compare with PyTorch's own segment events.\n"
+  "  alloc-diff SNAPSHOT MODEL.onnx --batch N [estimate's setup options] [--json]\n"
+  "      the recorded step's requests (the snapshot's, between its last two optimizer\n"
+  "      steps) lined up with the simulated step's at that batch: matched, sizes that\n"
+  "      differ, missing from the estimate or extra in it, lifetimes that differ, in step\n"
+  "      order and summed by op and module.\n"
   "  gpus\n"
   "      the built-in GPU table for --gpu.\n"
   "  ops\n"
@@ -155,6 +160,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "gpus")) return mb_cmd_gpus(argc - 1, argv + 1);
   if (!strcmp(cmd, "measure")) return mb_cmd_measure(argc - 1, argv + 1);
   if (!strcmp(cmd, "alloc-replay")) return mb_cmd_alloc_replay(argc - 1, argv + 1);
+  if (!strcmp(cmd, "alloc-diff")) return mb_cmd_alloc_diff(argc - 1, argv + 1);
   if (!strcmp(cmd, "sweep")) return mb_cmd_sweep(argc - 1, argv + 1);
   return mb_cli_usage_error("unknown command '%s'", cmd);
 }

@@ -30,12 +30,12 @@ from ._model import Model, NodeInfo, Shapes, TensorInfo, TensorShape, gpus, load
 from ._estimate import BatchSize, advise, compute_batch_size, estimate
 from ._report import Advice, Module, PeakTensor
 from ._measure import measure
-from ._replay import alloc_replay
+from ._replay import alloc_diff, alloc_replay
 from ._pictures import Sweep, SweepPoint, sweep, sweep_values, timeline_svg
 
 __all__ = [
     "__version__", "library_version", "library_path",
-    "load", "estimate", "compute_batch_size", "BatchSize", "advise", "measure", "alloc_replay", "gpus", "format_bytes",
+    "load", "estimate", "compute_batch_size", "BatchSize", "advise", "measure", "alloc_replay", "alloc_diff", "gpus", "format_bytes",
     "timeline_svg", "sweep", "sweep_values", "Sweep", "SweepPoint",
     "Model", "Budget", "TraceEvent", "ModuleBytes", "AssumedBound", "Shapes", "TensorShape", "TensorInfo", "NodeInfo",
     "Module", "PeakTensor", "Advice",

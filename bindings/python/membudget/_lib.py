@@ -68,6 +68,10 @@ class MeasurePtr(c_void_p):
     pass
 
 
+class AllocDiffPtr(c_void_p):
+    pass
+
+
 class AllocReplayPtr(c_void_p):
     pass
 
@@ -376,6 +380,10 @@ PROTOTYPES = {
     "mb_alloc_replay_free": (None, [AllocReplayPtr]),
     "mb_alloc_replay_errmsg": (c_char_p, [AllocReplayPtr]),
     "mb_alloc_replay_report": (c_int, [AllocReplayPtr, c_int, _P(c_void_p)]),
+    "mb_alloc_diff_create": (c_int, [c_void_p, c_size_t, ModelPtr, SetupPtr, _P(AllocDiffPtr)]),
+    "mb_alloc_diff_free": (None, [AllocDiffPtr]),
+    "mb_alloc_diff_errmsg": (c_char_p, [AllocDiffPtr]),
+    "mb_alloc_diff_report": (c_int, [AllocDiffPtr, c_int, _P(c_void_p)]),
 }
 
 
