@@ -14,6 +14,7 @@
 #ifndef MB_TESTS_FUZZ_EXERCISE_H
 #define MB_TESTS_FUZZ_EXERCISE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -113,6 +114,17 @@ static int mb_fuzz_exercise_shapes(const mb_model *m, const mb_setup *setup) {
   return bad;
 }
 
+/* A sweep also runs the solved batch, which the estimate at batch 3 did not: a graph whose
+ * shapes hold only at some batches (a Split into halves that a Mul broadcasts back) fails
+ * there, as the solving estimate does, with the batch in its message. */
+static bool fails_at_another_batch(int rc, const char *msg, const int64_t *tried, size_t n) {
+  long long at = 0;
+  if (rc != MB_E_INVALID_MODEL || sscanf(msg, "at batch %lld:", &at) != 1) return false;
+  for (size_t i = 0; i < n; i++)
+    if (tried[i] == at) return false;
+  return true;
+}
+
 /* One training-step estimate at batch 3 under a setup that reaches most of the simulation
  * (autocast, checkpointing every module, the model as its own teacher, eager attention), and
  * its JSON with the trace. Failing is fine with a message; a budget must add up. */
@@ -143,7 +155,7 @@ static int mb_fuzz_exercise_pictures(const mb_model *m, mb_setup *s) {
       if (mb_sweep_svg(w, NULL, &pic) == MB_OK) mb_fuzz_sink += strlen(pic);
       mb_free(doc);
       mb_free(pic);
-    } else if (!k && rc != MB_E_NOMEM) {
+    } else if (!k && rc != MB_E_NOMEM && !fails_at_another_batch(rc, mb_setup_errmsg(s), values, 2)) {
       bad |= mb_fuzz_violation("a batch sweep fails where mb_estimate did not", rc, mb_setup_errmsg(s));
     }
     mb_sweep_free(w);
