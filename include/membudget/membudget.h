@@ -706,6 +706,13 @@ typedef struct mb_budget {
                                   * Hugging Face models given labels do); 0: membudget adds the
                                   * loss on the model's output (setup key loss) */
   int32_t reserved2_;
+  /* the safety margin (setup key margin; docs/estimate.md "The safety margin"): a share of the
+   * usable memory held back from fits, available and the solved batch size, where the GPU
+   * truth measured the family's solve above the largest batch that trains */
+  double margin;                 /* the share (0: none) */
+  uint64_t margin_bytes;         /* margin x usable_memory */
+  char margin_family[32];        /* the family the graph was recognised as ("" none) */
+  char margin_basis[160];        /* the measurement it comes from, or why there is none */
 } mb_budget;
 
 /* On failure the message is in mb_setup_errmsg(setup). */

@@ -268,6 +268,12 @@ static void json_budget(mb_strbuf *sb, const mb_budget *b) {
   field(sb, "device_peak", b->device_peak, 0);
   field(sb, "device_memory", b->device_memory, 0);
   field(sb, "usable_memory", b->usable_memory, 0);
+  mb_sb_printf(sb, "    \"margin\": {\"fraction\": %.6g, \"bytes\": %llu, \"family\": ", b->margin,
+               (unsigned long long)b->margin_bytes);
+  mb_sb_json_str(sb, b->margin_family);
+  mb_sb_puts(sb, ", \"basis\": ");
+  mb_sb_json_str(sb, b->margin_basis);
+  mb_sb_puts(sb, "},\n");
   mb_sb_printf(sb, "    \"available\": %lld,\n    \"at_peak\": {", (long long)b->available);
   for (int c = 0; c < MB_CAT_COUNT; c++) {
     mb_sb_printf(sb, "%s\"%s\": ", c ? ", " : "", mb_category_name(c));

@@ -8,6 +8,7 @@
 #include "budget/context.h"
 #include "budget/estimate.h"
 #include "budget/gpus.h"
+#include "budget/margin.h"
 #include "budget/reserved.h"
 #include "budget/step.h"
 #include "sim/plan.h"
@@ -53,6 +54,7 @@ typedef struct est {
   mb_reserved probe_rr, probe_loop;
   int64_t first_batch;  /* batch_min once run whole with inferred shapes, -1: not yet; that run */
   mb_run first_run;
+  mb_margin margin;     /* the solve's safety margin (budget/margin.c) */
 } est;
 
 /* allowance: fragmentation is that fraction of the reserved peak; segments are 2 MiB */
@@ -150,8 +152,14 @@ static void fill(const est *x, int64_t batch, const mb_run *r, const mb_reserved
   /* the step and its evaluation must both fit */
   uint64_t need = bu->eval_device_peak > bu->device_peak ? bu->eval_device_peak : bu->device_peak;
   bool ooms = bu->allocator_ooms || (loop && loop->ooms);
-  bu->available = (int64_t)bu->usable_memory - (int64_t)need;
-  bu->fits = tr->device_memory ? need <= bu->usable_memory && !ooms : -1;
+  bu->margin = x->margin.fraction;
+  bu->margin_bytes = (uint64_t)((double)bu->usable_memory * x->margin.fraction);
+  snprintf(bu->margin_family, sizeof bu->margin_family, "%s", x->margin.family);
+  snprintf(bu->margin_basis, sizeof bu->margin_basis, "%s", x->margin.basis);
+  /* what the margin holds back is not there to fit in */
+  uint64_t room = bu->usable_memory - bu->margin_bytes;
+  bu->available = (int64_t)room - (int64_t)need;
+  bu->fits = tr->device_memory ? need <= room && !ooms : -1;
   mb_budget_batching(x->s, r->assumed, bu);
 }
 
@@ -387,6 +395,7 @@ static mb_lines *new_lines(const mb_plan *p, const int32_t n_values[3]) {
 
 int mb_estimate_plan(const mb_plan *p, mb_setup *s, mb_budget *bu, mb_diag *d) {
   est x = {.p = p, .s = s, .run_batch = -1, .bytes_batch = -1, .probe_batch = -1, .first_batch = -1};
+  mb_margin_for(p->model->graph, &s->train, &x.margin);
   if (s->train.reserved_model == MB_RESERVED_ALLOCATOR) {
     x.bytes = malloc(((size_t)p->n_ev + 1) * sizeof *x.bytes);
     if (p->eval_batch) x.step_bytes = malloc(((size_t)p->n_ev + 1) * sizeof *x.step_bytes);

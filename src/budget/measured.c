@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "budget/estimate.h"
+#include "budget/margin.h"
 #include "budget/step.h"
 #include "cuda/device.h"
 #include "budget/measured_replay.h"
@@ -114,15 +115,24 @@ static uint64_t usable(const mb_setup *eff) {
   return (uint64_t)((double)eff->train.device_memory * eff->train.utilization);
 }
 
-/* The device's memory in use at the replay's worst point stays within utilization x memory. */
-static bool fits(const mb_measure *m, const mb_setup *eff, const mb_replay *rp) {
-  return rp->fits && m->dev.others + rp->device_peak <= usable(eff);
+/* utilization x memory less the safety margin (budget/margin.c): the replay replays the
+ * simulated request stream, so the static solve's measured misses are its misses too */
+static uint64_t room(const mb_plan *p, const mb_setup *eff) {
+  mb_margin mg;
+  mb_margin_for(p->model->graph, &eff->train, &mg);
+  uint64_t u = usable(eff);
+  return u - (uint64_t)((double)u * mg.fraction);
+}
+
+/* The device's memory in use at the replay's worst point stays within the room. */
+static bool fits(const mb_measure *m, const mb_plan *p, const mb_setup *eff, const mb_replay *rp) {
+  return rp->fits && m->dev.others + rp->device_peak <= room(p, eff);
 }
 
 static int fits_at(mb_measure *m, const mb_plan *p, mb_setup *eff, int64_t b, bool *ok, mb_diag *d) {
   mb_replay rp;
   if (replay_at(m, p, eff, b, &rp, d) != MB_OK) return d->status;
-  *ok = fits(m, eff, &rp);
+  *ok = fits(m, p, eff, &rp);
   return MB_OK;
 }
 
@@ -187,8 +197,8 @@ int mb_measure_budget(mb_measure *m, const mb_model *model, const mb_setup *s, m
   }
   out->dynamic_peak = sat_sub(out->allocated_peak, out->static_bytes);
   out->fragmentation = sat_sub(out->reserved_peak, out->allocated_peak);
-  out->available = (int64_t)out->usable_memory - (int64_t)m->dev.others - (int64_t)out->device_peak;
-  out->fits = fits(m, eff, &rp);
+  out->available = (int64_t)room(*plan, eff) - (int64_t)m->dev.others - (int64_t)out->device_peak;
+  out->fits = fits(m, *plan, eff, &rp);
   out->conv_workspace = rp.conv_workspace;
   out->matmul_workspace = rp.matmul_workspace;
   if (lo_rp.fits && hi_rp.fits) {

@@ -41,6 +41,7 @@ MB_API int mb_setup_create(mb_setup **out) {
   t->batch_max = 65536;
   t->batch_multiple = 1;
   t->utilization = 0.9;
+  t->margin = -1;
   t->loop.loop = MB_LOOP_PLAIN;
   t->grad_scaler = -1;
   set_backend(t, false); /* the CUDA defaults: foreach, rounding, allowance, context, cuBLAS */
@@ -363,6 +364,11 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
     if ((rc = mb_setup_int(s, key, value, 1, 1 << 24, &n)) == MB_OK) t->rounding = (uint64_t)n;
   } else if (!strcmp(key, "utilization")) {
     rc = parse_fraction(s, key, value, 0.0, 1.0, &t->utilization);
+  } else if (!strcmp(key, "margin")) {
+    double m = 0;
+    if (!strcmp(value, "auto")) t->margin = -1;
+    else if (!strcmp(value, "0")) t->margin = 0;
+    else if ((rc = parse_fraction(s, key, value, 0.0, 0.5, &m)) == MB_OK) t->margin = m;
   } else if (!strcmp(key, "fragmentation")) {
     double f = 0;
     if (!strcmp(value, "0")) t->fragmentation = 0;

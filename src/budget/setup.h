@@ -35,6 +35,8 @@ typedef struct mb_train {
   int64_t grad_accumulation, batch_min, batch_max, batch_multiple;
   uint64_t device_memory;   /* 0: not given */
   double utilization, fragmentation;
+  double margin;            /* the solve's safety margin, a share of the usable memory held
+                             * back; -1: the measured table's (budget/margin.c) */
   uint64_t context;
   uint64_t cublas_workspace;
   bool cublas_workspace_set; /* else from the GPU, else the default */

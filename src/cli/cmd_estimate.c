@@ -16,7 +16,7 @@ static const struct { const char *flag, *key; } value_flags[] = {
   {"--attention", "attention"},     {"--loss", "loss"},
   {"--loss-dtype", "loss_dtype"},
   {"--checkpoint", "checkpoint"},   {"--gpu", "gpu"},
-  {"--device-memory", "device_memory"}, {"--utilization", "utilization"},
+  {"--device-memory", "device_memory"}, {"--utilization", "utilization"}, {"--margin", "margin"},
   {"--utilisation", "utilization"}, {"--batch-min", "batch_min"},
   {"--batch-max", "batch_max"},     {"--multiple-of", "batch_multiple"},
   {"--grad-accumulation", "grad_accumulation"}, {"--context", "context"},
@@ -119,6 +119,9 @@ static void print_human(const char *path, const mb_model *m, const mb_model *tea
            (double)b->usable_memory / (double)b->device_memory, mb_fmt_bytes(y, sizeof y, b->usable_memory));
   else
     printf("device   not given (--gpu or --device-memory)\n");
+  if (b->device_memory && b->margin > 0)
+    printf("margin   %.1f%% of the usable memory held back (%s): %s; --margin 0 answers without it\n",
+           100.0 * b->margin, mb_fmt_bytes(x, sizeof x, b->margin_bytes), b->margin_basis);
   if (b->world_size > 1)
     printf("ranks    %lld: the budget is one rank's at its batch; global batch %lld = %lld x %lld accumulation x %lld ranks\n",
            (long long)b->world_size, (long long)b->global_batch_size, (long long)b->batch_size,
@@ -216,9 +219,14 @@ static void explain_no_fit(const mb_budget *b) {
   char x[32], y[32], z[32];
   const char *at = b->solved ? "even at the minimum" : "at";
   uint64_t peak = b->eval_device_peak > b->device_peak ? b->eval_device_peak : b->device_peak;
+  char m[64] = "";
+  if (b->margin_bytes) {
+    char mb[32];
+    snprintf(m, sizeof m, " less the %s safety margin", mb_fmt_bytes(mb, sizeof mb, b->margin_bytes));
+  }
   if (b->available < 0)
-    fprintf(stderr, "membudget: does not fit %s batch %lld: device peak %s > usable %s (short by %s)\n", at,
-            (long long)b->batch_size, mb_fmt_bytes(x, sizeof x, peak), mb_fmt_bytes(y, sizeof y, b->usable_memory),
+    fprintf(stderr, "membudget: does not fit %s batch %lld: device peak %s > usable %s%s (short by %s)\n", at,
+            (long long)b->batch_size, mb_fmt_bytes(x, sizeof x, peak), mb_fmt_bytes(y, sizeof y, b->usable_memory), m,
             mb_fmt_bytes(z, sizeof z, (uint64_t)(-b->available)));
   else /* every byte fits, but the caching allocator finds no free block for some requests */
     fprintf(stderr, "membudget: does not fit %s batch %lld: %d requests find no room on the device (device peak %s, "

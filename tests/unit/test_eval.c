@@ -70,7 +70,9 @@ static void test_budget(void) {
   CHECK(b.eval_reserved_peak >= b.eval_peak && b.eval_reserved_peak >= b.allocated_peak);
   CHECK_EQ_U64(b.eval_device_peak, b.eval_reserved_peak + b.context);
   uint64_t need = b.eval_device_peak > b.device_peak ? b.eval_device_peak : b.device_peak;
-  CHECK_EQ_I64(b.available, (int64_t)b.usable_memory - (int64_t)need);
+  /* the safety margin (budget/margin.c) is held back from what is available */
+  CHECK_EQ_U64(b.margin_bytes, (uint64_t)((double)b.usable_memory * b.margin));
+  CHECK_EQ_I64(b.available, (int64_t)(b.usable_memory - b.margin_bytes) - (int64_t)need);
   /* the step's own figures are those without the evaluation (the EMA copy aside) */
   CHECK_EQ_U64(b.backward_peak, plain.backward_peak + b.ema);
   /* a caller built before these fields: the library writes only what its struct holds */

@@ -185,6 +185,13 @@ class Budget:
     hold_outputs: str = "next"
     loop_held: int = 0
     loss_in_graph: bool = False
+    # the solve's safety margin (margin=; docs/estimate.md "The safety margin"): the share of
+    # the usable memory held back, its bytes, the family the graph was recognised as, and the
+    # measurement it comes from (or why there is none)
+    margin: float = 0.0
+    margin_bytes: int = 0
+    margin_family: str = ""
+    margin_basis: str = ""
     summary: str = field(default="", compare=False, repr=False)
     setup: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     trace: Optional[Tuple[TraceEvent, ...]] = field(default=None, compare=False, repr=False)
@@ -244,6 +251,8 @@ class Budget:
                              "fits": self.fits, "peak_phase": self.peak_phase}
         for name, _ in BYTE_FIELDS:
             d[name] = getattr(self, name)
+        d["margin"] = {"fraction": self.margin, "bytes": self.margin_bytes, "family": self.margin_family,
+                       "basis": self.margin_basis}
         d["available"] = self.available
         d["at_peak"] = dict(self.at_peak)
         d["reserved_source"] = self.reserved_source
@@ -332,6 +341,10 @@ def from_struct(b: _lib.BudgetStruct, setup: Mapping[str, Any],
         hold_outputs=_lib.text(lib.mb_hold_name(b.hold_outputs)),
         loop_held=b.loop_held,
         loss_in_graph=bool(b.loss_in_graph),
+        margin=b.margin,
+        margin_bytes=b.margin_bytes,
+        margin_family=b.margin_family.decode("utf-8", "replace"),
+        margin_basis=b.margin_basis.decode("utf-8", "replace"),
         summary=_lib.text(buf.value),
         setup=dict(setup),
         trace=events,

@@ -40,7 +40,7 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
              teacher: Union[Model, Source, None] = None, teacher_offload: Optional[bool] = None,
              freeze: Globs = None, trainable: Globs = None, checkpoint: Globs = None,
              grad_accumulation: Optional[int] = None, dims: Optional[Mapping[str, int]] = None,
-             batch_dim: Optional[str] = None, utilization: float = 0.9,
+             batch_dim: Optional[str] = None, utilization: float = 0.9, margin: Union[float, str, None] = None,
              batch_min: Optional[int] = None, batch_max: Optional[int] = None,
              batch_multiple: Optional[int] = None, context: Optional[Size] = None,
              fragmentation: Optional[float] = None, cublas_workspace: Optional[Size] = None,
@@ -74,7 +74,9 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
     teacher_offload, freeze / trainable (globs on initializer names; trainable wins), checkpoint
     (globs on module paths),
     grad_accumulation, dims ({"sequence": 512}), batch_dim, batch_min / batch_max /
-    batch_multiple, context, fragmentation, cublas_workspace, rounding, backend (cuda|cpu: cpu
+    batch_multiple, margin (the solve's safety margin: "auto", the measured table's, the
+    default; 0: none; a share of the usable memory to hold back), context, fragmentation,
+    cublas_workspace, rounding, backend (cuda|cpu: cpu
     models CPU PyTorch, as the accuracy tests do), foreach, transformers (eager|as-exported),
     accept_inference_graph (estimate a graph exported for inference as it is), alloc_conf (a
     PYTORCH_CUDA_ALLOC_CONF string for the caching-allocator model that gives reserved memory),
@@ -138,7 +140,7 @@ def estimate(model: Union[Model, Source], *, gpu: Optional[str] = None, device_m
     named = {"backend": backend, "foreach": foreach, "optimizer": optimizer, "precision": precision, "master_weights": master_weights,
              "attention": attention, "loss": loss, "loss_dtype": loss_dtype, "ema": ema, "teacher_offload": teacher_offload,
              "grad_accumulation": grad_accumulation, "gpu": gpu, "device_memory": device_memory,
-             "utilization": utilization, "batch_min": batch_min, "batch_max": batch_max,
+             "utilization": utilization, "margin": margin, "batch_min": batch_min, "batch_max": batch_max,
              "batch_multiple": batch_multiple, "context": context, "fragmentation": fragmentation,
              "cublas_workspace": cublas_workspace, "rounding": rounding, "transformers": transformers,
              "accept_inference_graph": accept_inference_graph, "alloc_conf": alloc_conf,

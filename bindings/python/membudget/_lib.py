@@ -169,7 +169,8 @@ _BUDGET_FIELDS: List[Tuple[str, Any]] = (
     # the training loop around the step (issue 28): mb_loop, mb_hold_outputs, the previous
     # iteration's outputs held into this one, whether the graph computes the loss
     + [("loop", c_int32), ("hold_outputs", c_int32), ("loop_held", c_uint64), ("loss_in_graph", c_int32),
-       ("reserved2_", c_int32)])
+       ("reserved2_", c_int32), ("margin", ctypes.c_double), ("margin_bytes", c_uint64),
+       ("margin_family", ctypes.c_char * 32), ("margin_basis", ctypes.c_char * 160)])
 
 # mb_batch_rule, by value
 BATCH_RULES = ("plain", "per_sample", "largest", "quantile")
