@@ -218,7 +218,8 @@ const char *mb_snapshot_alloc_conf(const mb_datum *root) {
   return v && v->kind == MB_D_STR ? v->s : NULL;
 }
 
-int mb_replay_snapshot(const mb_datum *root, const mb_alloc_config *c, mb_replay_result *out, mb_diag *d) {
+int mb_replay_snapshot(const mb_datum *root, size_t input_bytes, const mb_alloc_config *c, mb_replay_result *out,
+                       mb_diag *d) {
   memset(out, 0, sizeof *out);
   if (!root || root->kind != MB_D_DICT)
     return mb_fail(d, MB_E_PARSE, "not a memory snapshot: the top level is not a dict");
@@ -229,6 +230,20 @@ int mb_replay_snapshot(const mb_datum *root, const mb_alloc_config *c, mb_replay
   if (traces->kind != MB_D_LIST) return mb_fail(d, MB_E_PARSE, "\"device_traces\" is not a list");
   const char *conf = mb_snapshot_alloc_conf(root);
   if (conf) snprintf(out->conf_from_snapshot, sizeof out->conf_from_snapshot, "%s", conf);
+  /* work bounded by the input: a pickle's memo can share one trace (or entry) many times, so
+   * the entries walked are counted against the file's size, and the devices capped */
+  if (traces->n > MB_REPLAY_MAX_DEVICES)
+    return mb_fail(d, MB_E_LIMIT, "the snapshot lists %zu device traces; at most %d are read", traces->n,
+                   MB_REPLAY_MAX_DEVICES);
+  uint64_t walk = 0, budget = (uint64_t)input_bytes * MB_REPLAY_ITEMS_PER_BYTE + 4096;
+  for (size_t i = 0; i < traces->n; i++) {
+    const mb_datum *t = traces->items[i];
+    walk += t && t->kind == MB_D_LIST ? t->n : 0;
+    if (walk > budget)
+      return mb_fail(d, MB_E_LIMIT, "the snapshot asks for more work than its size allows (its device traces "
+                                    "share entries many times over: %llu entries from %zu bytes); refused",
+                     (unsigned long long)walk, input_bytes);
+  }
   out->dev = calloc(traces->n + 1, sizeof *out->dev);
   if (!out->dev) return mb_fail(d, MB_E_NOMEM, "out of memory");
   for (size_t i = 0; i < traces->n && d->status == MB_OK; i++) {

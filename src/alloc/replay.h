@@ -15,6 +15,11 @@
 #include "util/datum.h"
 
 #define MB_REPLAY_MISMATCHES 10
+/* Bounds on the work one snapshot may ask for (docs/limits.md): device traces read, and trace
+ * entries walked per input byte (a real snapshot: under 0.01; shared memo references can ask
+ * for any number) */
+#define MB_REPLAY_MAX_DEVICES 1024
+#define MB_REPLAY_ITEMS_PER_BYTE 8
 
 typedef struct mb_seg_event {
   int action;            /* enum mb_alloc_action */
@@ -54,7 +59,9 @@ typedef struct mb_replay_result {
 
 /* The allocator settings the snapshot recorded (its PYTORCH_CUDA_ALLOC_CONF), or NULL. */
 const char *mb_snapshot_alloc_conf(const mb_datum *root);
-/* Replay every device's trace with config c. */
-int mb_replay_snapshot(const mb_datum *root, const mb_alloc_config *c, mb_replay_result *out, mb_diag *d);
+/* Replay every device's trace with config c; input_bytes: the size of the file the tree came
+ * from, which bounds the entries walked. */
+int mb_replay_snapshot(const mb_datum *root, size_t input_bytes, const mb_alloc_config *c, mb_replay_result *out,
+                       mb_diag *d);
 void mb_replay_result_free(mb_replay_result *r);
 #endif

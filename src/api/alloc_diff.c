@@ -586,8 +586,7 @@ MB_API int mb_alloc_diff_create(const void *data, size_t size, const mb_model *m
   else if (s->batch < 1)
     mb_fail(&d, MB_E_INVALID_ARG, "give the batch size the snapshot's step ran at (setup key batch_size, --batch)");
   else if (!data || !size) mb_fail(&d, MB_E_PARSE, "the snapshot is empty");
-  else if (((const unsigned char *)data)[0] == 0x80) mb_pickle_parse(data, size, &a, &root, &d);
-  else mb_json_parse(data, size, &a, &root, &d);
+  else mb_data_parse(data, size, &a, &root, &d);
   if (d.status == MB_OK) {
     x.batch = s->batch;
     mb_snap_stream_read(root, size, &x.rec, &d);

@@ -56,9 +56,8 @@ MB_API int mb_alloc_replay_create(const void *data, size_t size, const mb_setup 
   mb_datum *root = NULL;
   mb_alloc_config c;
   if (!data || !size) mb_fail(&d, MB_E_PARSE, "the snapshot is empty");
-  else if (((const unsigned char *)data)[0] == 0x80) mb_pickle_parse(data, size, &a, &root, &d);
-  else mb_json_parse(data, size, &a, &root, &d);
-  if (d.status == MB_OK && setup_config(r, s, root, &c, &d) == MB_OK) mb_replay_snapshot(root, &c, &r->res, &d);
+  else mb_data_parse(data, size, &a, &root, &d);
+  if (d.status == MB_OK && setup_config(r, s, root, &c, &d) == MB_OK) mb_replay_snapshot(root, size, &c, &r->res, &d);
   mb_arena_destroy(&a);
   if (d.status != MB_OK) {
     snprintf(r->errmsg, sizeof r->errmsg, "%s", d.msg);

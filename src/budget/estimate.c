@@ -12,11 +12,11 @@
 #include "budget/reserved.h"
 #include "budget/step.h"
 #include "sim/plan.h"
+#include "util/checked.h"
 #include "util/versioned.h"
 
 #define SEGMENT_ROUND (2u * 1048576u)
 
-static uint64_t sat_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
 /* Persistent parts straight from the plan's weights (batch-independent). */
 static void weights(const mb_plan *p, uint64_t rounding, mb_budget *bu) {
@@ -118,7 +118,7 @@ static void fill(const est *x, int64_t batch, const mb_run *r, const mb_reserved
   bu->activations = r->activations;
   bu->teacher_activations = r->teacher_transient;
   bu->allocated_peak = r->peak;
-  bu->dynamic_peak = sat_sub(r->peak, bu->static_bytes);
+  bu->dynamic_peak = mb_sat_sub(r->peak, bu->static_bytes);
   for (int ph = MB_PHASE_SETUP; ph <= MB_PHASE_LOSS; ph++)
     if (r->phase_peak[ph] > bu->forward_peak) bu->forward_peak = r->phase_peak[ph];
   bu->backward_peak = r->phase_peak[MB_PHASE_BACKWARD];
@@ -158,7 +158,7 @@ static void fill(const est *x, int64_t batch, const mb_run *r, const mb_reserved
   snprintf(bu->margin_basis, sizeof bu->margin_basis, "%s", x->margin.basis);
   /* what the margin holds back is not there to fit in */
   uint64_t room = bu->usable_memory - bu->margin_bytes;
-  bu->available = (int64_t)room - (int64_t)need;
+  bu->available = mb_sat_diff(room, need);
   bu->fits = tr->device_memory ? need <= room && !ooms : -1;
   mb_budget_batching(x->s, r->assumed, bu);
 }
@@ -281,10 +281,10 @@ static int slope(est *x, mb_budget *bu, mb_diag *d) {
   if (eval(x, lo, RUN_ALLOCATED, &a, d) != MB_OK) return d->status;
   if (hi == bu->batch_size) b = *bu;
   else if (eval(x, hi, RUN_ALLOCATED, &b, d) != MB_OK) return d->status;
-  uint64_t rise = sat_sub(batch_driven(&b), batch_driven(&a));
+  uint64_t rise = mb_sat_sub(batch_driven(&b), batch_driven(&a));
   bu->dynamic_per_sample = rise / (uint64_t)(hi - lo);
   uint64_t n = (uint64_t)bu->batch_size;
-  bu->dynamic_fixed = n && bu->dynamic_per_sample > UINT64_MAX / n ? 0 : sat_sub(bu->dynamic_peak, bu->dynamic_per_sample * n);
+  bu->dynamic_fixed = n && bu->dynamic_per_sample > UINT64_MAX / n ? 0 : mb_sat_sub(bu->dynamic_peak, bu->dynamic_per_sample * n);
   return MB_OK;
 }
 

@@ -12,6 +12,7 @@
 #include "budget/step.h"
 #include "cuda/device.h"
 #include "budget/measured_replay.h"
+#include "util/checked.h"
 #include "util/versioned.h"
 
 #define WS_PRE_HOPPER 8519680u /* the cuBLAS workspace PyTorch uses below sm90 (budget/gpus.c) */
@@ -24,7 +25,6 @@ struct mb_measure {
   char errmsg[1536];
 };
 
-static uint64_t sat_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
 MB_API int mb_measure_create(const mb_setup *setup, mb_measure **out) {
   if (!out) return MB_E_INVALID_ARG;
@@ -192,18 +192,19 @@ int mb_measure_budget(mb_measure *m, const mb_model *model, const mb_setup *s, m
     out->reserved_peak = rp.reserved_peak;
     out->device_peak = rp.device_peak;
   } else { /* the device could not hold the replay: a lower bound, all it could have had */
-    uint64_t could = sat_sub(tr->device_memory, m->dev.others);
+    uint64_t could = mb_sat_sub(tr->device_memory, m->dev.others);
     if (could > out->device_peak) out->device_peak = could;
   }
-  out->dynamic_peak = sat_sub(out->allocated_peak, out->static_bytes);
-  out->fragmentation = sat_sub(out->reserved_peak, out->allocated_peak);
-  out->available = (int64_t)room(*plan, eff) - (int64_t)m->dev.others - (int64_t)out->device_peak;
+  out->dynamic_peak = mb_sat_sub(out->allocated_peak, out->static_bytes);
+  out->fragmentation = mb_sat_sub(out->reserved_peak, out->allocated_peak);
+  out->available = mb_sat_diff(room(*plan, eff), m->dev.others > UINT64_MAX - out->device_peak
+                                                    ? UINT64_MAX : m->dev.others + out->device_peak);
   out->fits = fits(m, *plan, eff, &rp);
   out->conv_workspace = rp.conv_workspace;
   out->matmul_workspace = rp.matmul_workspace;
   if (lo_rp.fits && hi_rp.fits) {
-    out->measured_per_sample = sat_sub(hi_rp.device_peak, lo_rp.device_peak) / (uint64_t)(hi - lo);
-    out->measured_fixed = sat_sub(lo_rp.device_peak, out->measured_per_sample * (uint64_t)lo);
+    out->measured_per_sample = mb_sat_sub(hi_rp.device_peak, lo_rp.device_peak) / (uint64_t)(hi - lo);
+    out->measured_fixed = mb_sat_sub(lo_rp.device_peak, out->measured_per_sample * (uint64_t)lo);
   }
   return MB_OK;
 }

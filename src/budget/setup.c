@@ -1,5 +1,6 @@
 #include "budget/setup.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,8 +184,9 @@ bool mb_setup_digits(const char *value, int64_t lo, int64_t hi, int64_t *out) {
   int64_t v = 0;
   for (const char *p = value; *p; p++) {
     if (*p < '0' || *p > '9') return false;
-    v = v * 10 + (*p - '0');
-    if (v > hi) return false;
+    int digit = *p - '0';
+    if (v > (hi - digit) / 10) return false; /* checked before it is multiplied: no overflow */
+    v = v * 10 + digit;
   }
   if (v < lo) return false;
   *out = v;
@@ -193,8 +195,9 @@ bool mb_setup_digits(const char *value, int64_t lo, int64_t hi, int64_t *out) {
 
 int mb_setup_int(mb_setup *s, const char *key, const char *value, int64_t lo, int64_t hi, int64_t *out) {
   char *end = NULL;
+  errno = 0;
   long long v = strtoll(value, &end, 10);
-  if (!*value || *end || v < lo || v > hi) {
+  if (!*value || *end || errno == ERANGE || v < lo || v > hi) {
     char want[96];
     snprintf(want, sizeof want, "an integer in [%lld, %lld]", (long long)lo, (long long)hi);
     return mb_setup_bad(s, key, value, want);
@@ -212,7 +215,8 @@ static int parse_fraction(mb_setup *s, const char *key, const char *value, doubl
 }
 
 static int parse_size(mb_setup *s, const char *key, const char *value, uint64_t *out) {
-  if (mb_parse_bytes(value, out) != 0) return mb_setup_bad(s, key, value, "a size such as 80GiB, 24GB or 1024");
+  if (mb_parse_bytes(value, out) != 0)
+    return mb_setup_bad(s, key, value, "a size such as 80GiB, 24GB or 1024, at most 4 EiB");
   return MB_OK;
 }
 

@@ -100,6 +100,9 @@ struct mb_setup {
 
 /* Whether a parameter or embedding called `name` trains under s (NULL: everything trains). */
 bool mb_setup_trains(const mb_setup *s, const char *name);
+/* Every freeze/trainable glob matches a weight of m, every checkpoint/fsdp_wrap glob a module;
+ * else MB_E_INVALID_ARG naming the glob and the nearest names (budget/setup_globs.c). */
+int mb_setup_check_globs(const mb_model *m, const mb_setup *s, mb_diag *d);
 /* setup_cuda.c: the measured-mode keys of mb_setup_set. Returns 1 and sets *rc when key is
  * one of them, else 0. */
 int mb_setup_cuda_option(mb_setup *s, const char *key, const char *value, int *rc);

@@ -35,6 +35,8 @@ void mb_setup_step(const mb_setup *s, mb_step *out) {
 }
 
 int mb_setup_plan_build(const mb_model *m, const mb_setup *s, mb_plan **out, mb_diag *d) {
+  *out = NULL;
+  if (m && m->graph && mb_setup_check_globs(m, s, d) != MB_OK) return d->status;
   mb_step step;
   mb_setup_step(s, &step);
   return mb_plan_build(m, &step, out, d);

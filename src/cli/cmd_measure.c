@@ -1,5 +1,6 @@
 /* membudget measure: the device, and the step replayed on it at a few batch sizes, beside the
  * static figures. Also the measured-mode plumbing estimate --mode measured shares. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,8 +98,9 @@ static int add_batches(const char *list, int64_t *batches, size_t *n, size_t cap
   const char *p = list;
   while (*p) {
     char *end = NULL;
+    errno = 0;
     long long b = strtoll(p, &end, 10);
-    if (end == p || b < 1 || (*end && *end != ',') || *n == cap)
+    if (end == p || b < 1 || errno == ERANGE || (*end && *end != ',') || *n == cap)
       return mb_cli_usage_error("--batch needs integers >= 1 (N or N,M,...; at most %zu)", cap);
     batches[(*n)++] = b;
     p = *end ? end + 1 : end;

@@ -1,5 +1,6 @@
 /* membudget shapes: every tensor's dtype, shape and bytes at given dim values.
  * membudget ops: the operator table. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,8 +24,10 @@ int mb_cli_parse_dim(mb_setup *setup, const char *arg) {
   const char *eq = strchr(arg, '=');
   char *end = NULL;
   if (!eq || eq == arg) return mb_cli_usage_error("--dim wants NAME=VALUE, got '%s'", arg);
+  errno = 0;
   long long v = strtoll(eq + 1, &end, 10);
-  if (!*(eq + 1) || *end || v < 0) return mb_cli_usage_error("--dim %s: the value must be an integer >= 0", arg);
+  if (!*(eq + 1) || *end || v < 0 || errno == ERANGE)
+    return mb_cli_usage_error("--dim %s: the value must be an integer from 0 to %lld", arg, (long long)INT64_MAX);
   char name[256];
   snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
   return mb_setup_set_dim(setup, name, v) == MB_OK ? MB_EXIT_OK : mb_cli_usage_error("--dim %s: %s", arg, mb_setup_errmsg(setup));
@@ -56,9 +59,11 @@ int mb_cli_setup_flag(mb_setup *setup, int which, int argc, char **argv, int *i,
     else if (st != MB_OK) *rc = mb_cli_usage_error("%s: %s", a, mb_setup_errmsg(setup));
   } else if ((which & MB_CLI_DIMS) && !strcmp(a, "--batch")) {
     char *end = NULL;
+    errno = 0;
     long long b = value ? strtoll(value, &end, 10) : 0;
-    if (!value || !*value || *end || b < 1 || mb_setup_set_batch(setup, b) != MB_OK)
-      *rc = mb_cli_usage_error("--batch needs an integer >= 1");
+    if (!value || !*value || *end || b < 1 || errno == ERANGE || mb_setup_set_batch(setup, b) != MB_OK)
+      *rc = mb_cli_usage_error("--batch needs an integer from 1 to %lld, not '%s'", (long long)INT64_MAX,
+                               value ? value : "");
   } else if ((which & MB_CLI_DIMS) && !strcmp(a, "--batch-dim")) {
     if (!value || mb_setup_set_batch_dim(setup, value) != MB_OK) *rc = mb_cli_usage_error("--batch-dim needs a dim name");
   } else if ((which & MB_CLI_DIMS) && !strcmp(a, "--dim")) {

@@ -3,12 +3,12 @@
  * handle and its first GEMM (kernels load lazily, as users run them: CUDA_MODULE_LOADING is
  * left as the user set it), after a cuBLASLt and a cuDNN handle. */
 #include "cuda/device.h"
+#include "util/checked.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
-static uint64_t sat_sub(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
 static int mem_free(mb_cuda *c, uint64_t *free_bytes, uint64_t *total, mb_diag *d) {
   size_t f = 0, t = 0;
@@ -124,7 +124,7 @@ static int create_handles(mb_cuda *c, mb_device_state *st, mb_diag *d) {
     mb_cuda_note(c, "cublasLtCreate failed: matmul workspaces not queried");
   }
   if (mem_free(c, &f1, NULL, d) != MB_OK) return d->status;
-  st->cublas = sat_sub(f0, f1);
+  st->cublas = mb_sat_sub(f0, f1);
   if (mb_cuda_has(c, MB_CUDA_LIB_CUDNN)) {
     int rc = c->dnn.create(&c->dnn_handle);
     if (rc != MB_CUDNN_STATUS_SUCCESS) {
@@ -133,7 +133,7 @@ static int create_handles(mb_cuda *c, mb_device_state *st, mb_diag *d) {
     }
   }
   if (mem_free(c, &f2, NULL, d) != MB_OK) return d->status;
-  st->cudnn = sat_sub(f1, f2);
+  st->cudnn = mb_sat_sub(f1, f2);
   return MB_OK;
 }
 
@@ -174,8 +174,8 @@ int mb_cuda_open_device(mb_cuda *c, int ordinal, mb_device_state *st, mb_diag *d
                    ordinal, st->name, mb_cuda_strerror(c, e, buf, sizeof buf));
   if (mem_free(c, &st->free_after_context, &st->total, d) != MB_OK) return d->status;
   uint64_t base = st->free_before ? st->free_before : st->total;
-  st->context = sat_sub(base, st->free_after_context);
-  st->others = sat_sub(st->total, base);
+  st->context = mb_sat_sub(base, st->free_after_context);
+  st->others = mb_sat_sub(st->total, base);
   st->context_measured = st->free_before && !existed;
   if (existed)
     mb_cuda_note(c, "this process had a context on the device before: it counts as memory in use, the "

@@ -591,6 +591,10 @@ static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, 
       rc = mb_fail(c->d, MB_E_INVALID_MODEL, "node '%s' has no op_type", n->name);
       break;
     }
+    char who[400];
+    snprintf(who, sizeof who, "node '%.200s' (%.100s)", n->name, n->op_type);
+    if ((rc = mb_limit_check(c->d, c->limits, MB_LIMIT_NODE_IO, who, (uint64_t)pn->n_input + pn->n_output)) != MB_OK)
+      break;
     n->n_inputs = (int32_t)pn->n_input;
     n->n_outputs = (int32_t)pn->n_output;
     n->inputs = mb_arena_array(ARENA, pn->n_input + 1, sizeof(int32_t));

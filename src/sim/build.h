@@ -23,6 +23,8 @@ typedef struct mb_lnode {
   int32_t *in_slot;       /* storage each input is read from (a cast copy where autocast casts) */
   int32_t *cast_slot;     /* per input: the cast/contiguous copy this node made, or -1 */
   int32_t *src_slot;      /* per input: the storage a copy was made from (read too), or -1 */
+  uint8_t *first_read;    /* per read (mb_lnode_read, 2 n_in): 1 for the first of its storage in
+                           * this node (a node may read one storage twice); set by count_reads */
   int32_t *out_slot;      /* per output: its storage (-1 omitted) */
   bool *out_new;          /* per output: a storage this node allocates (not a view) */
   int32_t stats_slot[2];  /* fp32 statistics / masks / indices kept for backward (norms keep
@@ -71,6 +73,10 @@ typedef struct mb_builder {
   int8_t class_axis;
   int32_t n_segments;
   int64_t batch;          /* the batch the model's shapes were inferred at */
+  uint32_t *read_stamp;   /* per slot: the node generation that last read it (count_reads: a
+                           * node's duplicate reads found in linear time, not pairwise) */
+  int32_t stamp_cap;
+  uint32_t stamp_gen;
 } mb_builder;
 
 /* The slot of the trained model's value v when it is a parameter or an embedding of fixed size

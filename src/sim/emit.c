@@ -34,9 +34,7 @@ static int forward_node(emitter *e, int model, const mb_lnode *ln, bool keep_sav
     for (int32_t k = 0; k < ln->n_saved; k++) hold(e, map(e, ln->saved[k]));
   for (int32_t i = 0; i < 2 * ln->n_in; i++) {
     int32_t s = mb_lnode_read(ln, i);
-    bool dup = false;
-    for (int32_t j = 0; j < i; j++) dup |= mb_lnode_read(ln, j) == s;
-    if (s < 0 || dup) continue;
+    if (s < 0 || !ln->first_read[i]) continue; /* a storage read twice is released once */
     if (!recompute || map(e, s) != s) release(e, model, map(e, s), node);
   }
   for (int32_t j = 0; j < ln->n_out; j++)
@@ -133,9 +131,7 @@ static int recompute(emitter *e, segment *sg, int32_t id) {
     if (ln->segment != id) continue;
     for (int32_t j = 0; j < 2 * ln->n_in; j++) {
       int32_t s = mb_lnode_read(ln, j);
-      bool dup = false;
-      for (int32_t k = 0; k < j; k++) dup |= mb_lnode_read(ln, k) == s;
-      if (s >= 0 && !dup && map(e, s) != s) slot(e, map(e, s))->refs++;
+      if (s >= 0 && ln->first_read[j] && map(e, s) != s) slot(e, map(e, s))->refs++;
     }
   }
   for (int32_t i = sg->first; i <= sg->last; i++)

@@ -598,14 +598,32 @@ static void keep_for_backward(mb_builder *b, int model, mb_lnode *ln) {
 }
 
 /* Forward references: each node reads each of its input storages once, and the storages its
- * copies were made from. */
-static void count_reads(mb_builder *b, const mb_lnode *ln) {
-  for (int32_t i = 0; i < 2 * ln->n_in; i++) {
-    int32_t sl = mb_lnode_read(ln, i);
-    bool dup = false;
-    for (int32_t j = 0; j < i; j++) dup |= mb_lnode_read(ln, j) == sl;
-    if (sl >= 0 && !dup && b->p->slots[sl].refs != PERSISTENT) b->p->slots[sl].refs++;
+ * copies were made from. Which read is a storage's first in the node is kept for the emitter
+ * (ln->first_read), found with a stamp per slot: linear in the node's inputs. */
+static int count_reads(mb_builder *b, mb_lnode *ln) {
+  int32_t n = 2 * ln->n_in;
+  ln->first_read = mb_arena_array(&b->a, (size_t)n + 1, 1);
+  if (!ln->first_read) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+  if (b->stamp_cap < b->p->n_slots) {
+    int32_t cap = b->p->n_slots * 2 + 64;
+    uint32_t *grown = realloc(b->read_stamp, (size_t)cap * sizeof *grown);
+    if (!grown) return mb_fail(b->d, MB_E_NOMEM, "out of memory");
+    memset(grown + b->stamp_cap, 0, (size_t)(cap - b->stamp_cap) * sizeof *grown);
+    b->read_stamp = grown;
+    b->stamp_cap = cap;
   }
+  if (++b->stamp_gen == 0) { /* wrapped: every stamp is stale again */
+    memset(b->read_stamp, 0, (size_t)b->stamp_cap * sizeof *b->read_stamp);
+    b->stamp_gen = 1;
+  }
+  for (int32_t i = 0; i < n; i++) {
+    int32_t sl = mb_lnode_read(ln, i);
+    bool first = sl >= 0 && b->read_stamp[sl] != b->stamp_gen;
+    ln->first_read[i] = first;
+    if (sl >= 0) b->read_stamp[sl] = b->stamp_gen;
+    if (first && b->p->slots[sl].refs != PERSISTENT) b->p->slots[sl].refs++;
+  }
+  return MB_OK;
 }
 
 /* One logical node, in the order PyTorch meets it: where it runs, whether autograd records
@@ -622,8 +640,7 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
       bind_outputs(b, model, ln, host, out_float) != MB_OK)
     return b->d->status;
   if (ln->record) keep_for_backward(b, model, ln);
-  count_reads(b, ln);
-  return MB_OK;
+  return count_reads(b, ln);
 }
 
 /* A value computed from a Bernoulli draw alone (through casts and scalings): dropout or
@@ -932,6 +949,7 @@ int mb_plan_build(const mb_model *m, const mb_step *step, mb_plan **out, mb_diag
   p->shapes_batch = b.batch;
   for (int k = 0; k < 2; k++) p->shapes[k] = b.ms[k].shapes;
   mb_shapes_free(b.ms[MB_MS_EVAL].shapes);
+  free(b.read_stamp);
   mb_arena_destroy(&b.a);
   if (d->status != MB_OK) {
     mb_plan_free(p);

@@ -56,4 +56,7 @@ int mb_json_parse(const char *data, size_t size, mb_arena *a, mb_datum **out, mb
 /* A pickle (protocol 2 to 5) of plain data only: objects, globals and reduce calls are refused
  * with an error, never executed. */
 int mb_pickle_parse(const unsigned char *data, size_t size, mb_arena *a, mb_datum **out, mb_diag *d);
+/* A pickle (its first byte 0x80: protocol 2 and later) or JSON, as the first byte says; a
+ * protocol 0 or 1 pickle is named as such, not read as broken JSON. */
+int mb_data_parse(const unsigned char *data, size_t size, mb_arena *a, mb_datum **out, mb_diag *d);
 #endif

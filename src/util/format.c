@@ -52,7 +52,7 @@ int mb_parse_bytes(const char *s, uint64_t *out) {
   for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
     if (!strcmp(unit, units[i].unit)) {
       double bytes = v * units[i].scale;
-      if (!(bytes < 1.8e19)) return -1;
+      if (!(bytes <= MB_MAX_SIZE_BYTES)) return -1; /* sums of sizes stay within int64 */
       *out = (uint64_t)(bytes + 0.5);
       return 0;
     }

@@ -21,6 +21,7 @@ static const limit_def defs[MB_LIMIT_COUNT] = {
     [MB_LIMIT_ATTR_BYTES] = {"attr_bytes", 16ull << 20, UINT64_MAX, "bytes"},
     [MB_LIMIT_STRING_BYTES] = {"string_bytes", 1ull << 20, UINT64_MAX, "bytes"},
     [MB_LIMIT_UNROLL] = {"unroll", 4096, 1ull << 30, "body passes"},
+    [MB_LIMIT_NODE_IO] = {"node_io", 100000, INT32_MAX / 4, "inputs and outputs"},
 };
 
 int mb_limit_find(const char *name) {

@@ -1,5 +1,6 @@
 /* Limits on untrusted input: one table of names, defaults and ceilings (limits.c), read by the
- * loader (file size, nodes, tensors, subgraph depth, rank, attribute and string sizes) and by
+ * loader (file size, nodes, tensors, a node's inputs and outputs, subgraph depth, rank,
+ * attribute and string sizes) and by
  * shape inference (the Loop unroll budget). A caller overrides them with the setup keys
  * limit.NAME (budget/setup.c); docs/limits.md says why each default is what it is.
  * Exceeding one is an error with status MB_E_LIMIT whose message names the limit and its value. */
@@ -18,6 +19,7 @@ typedef enum mb_limit_id {
   MB_LIMIT_ATTR_BYTES,       /* the values of one attribute (ints, floats, strings) */
   MB_LIMIT_STRING_BYTES,     /* one name, op type, domain, dim name or data location */
   MB_LIMIT_UNROLL,           /* Loop body passes shape inference unrolls in one inference */
+  MB_LIMIT_NODE_IO,          /* inputs and outputs of one node */
   MB_LIMIT_COUNT
 } mb_limit_id;
 

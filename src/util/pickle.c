@@ -347,3 +347,15 @@ int mb_pickle_parse(const unsigned char *data, size_t size, mb_arena *a, mb_datu
   free(r.memo);
   return d->status;
 }
+
+int mb_data_parse(const unsigned char *data, size_t size, mb_arena *a, mb_datum **out, mb_diag *d) {
+  *out = NULL;
+  if (!data || !size) return mb_fail(d, MB_E_PARSE, "the input is empty");
+  if (data[0] == 0x80) return mb_pickle_parse(data, size, a, out, d);
+  /* protocol 0 and 1 pickles start with an opcode JSON never does: MARK, EMPTY_DICT/LIST,
+   * GLOBAL, DICT, LIST, INT, STRING, UNICODE, NONE, EMPTY_TUPLE */
+  if (strchr("(}]cdlISVN)", data[0]))
+    return mb_fail(d, MB_E_PARSE, "a pickle of protocol 0 or 1, which this reader does not take: write it with "
+                                  "protocol 2 or later (torch.cuda.memory._dump_snapshot writes 4)");
+  return mb_json_parse((const char *)data, size, a, out, d);
+}

@@ -500,12 +500,18 @@ def take_string(ptr: c_void_p) -> str:
 
 
 def encode(value: "str | os.PathLike[str] | bytes") -> bytes:
-    """An argument for a const char* parameter."""
+    """An argument for a const char* parameter: a str as the file system would write it (UTF-8,
+    and the bytes os.fsdecode escaped as surrogates put back, so a str path is the same Path),
+    a path through os.fsencode. A NUL byte would end the C string early: ValueError."""
     if isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    return os.fsencode(value)
+        data = value
+    elif isinstance(value, str):
+        data = value.encode("utf-8", "surrogateescape")
+    else:
+        data = os.fsencode(value)
+    if b"\0" in data:
+        raise ValueError(f"{value!r}: membudget takes no NUL byte in a string or path")
+    return data
 
 
 # ---------------------------------------------------------------- loading, at import

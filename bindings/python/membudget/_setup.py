@@ -23,6 +23,9 @@ Value = Union[str, int, float, bool]
 GraphSizes = Union[str, "os.PathLike[str]", Mapping[str, Sequence[int]], Sequence[Sequence[int]], None]
 
 
+INT64_MAX = 2**63 - 1
+
+
 def _check(setup: _lib.SetupPtr, status: int, what: str) -> None:
     if status != 0:
         raise error_for(status, _lib.text(lib.mb_setup_errmsg(setup)), f"{what} failed")
@@ -34,6 +37,8 @@ def value_text(key: str, value: Value) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, numbers.Integral):  # numpy integers too
+        if not -INT64_MAX - 1 <= int(value) <= INT64_MAX:
+            raise OverflowError(f"{key}: {int(value)} does not fit in a signed 64-bit integer")
         return str(int(value))
     if isinstance(value, numbers.Real):
         return repr(float(value))
@@ -63,6 +68,8 @@ def _int(name: str, value: object, minimum: int) -> int:
         raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if value > INT64_MAX:
+        raise OverflowError(f"{name} must fit in a signed 64-bit integer, got {value}")
     return value
 
 
