@@ -131,9 +131,12 @@ static int capture_edge(void *ctx, const mb_graph *g, int32_t node, int32_t valu
   return MB_OK;
 }
 
-static int sort_graph(mb_graph *g, mb_diag *d) {
+/* The node list in topological order, as ONNX requires: a cycle and an out-of-order list are
+ * each refused with the nodes named (Kahn's algorithm tells the two apart). */
+static int check_order(mb_graph *g, mb_diag *d) {
   edge_list e = {0};
   int rc = MB_OK;
+  size_t first = 0; /* the first edge that runs backwards */
   capture_fn cb = {capture_edge, &e};
   for (int32_t k = 0; k < g->n_nodes && rc == MB_OK; k++) {
     const mb_node *n = &g->nodes[k];
@@ -152,7 +155,10 @@ static int sort_graph(mb_graph *g, mb_diag *d) {
       rc = mb_fail(d, MB_E_INVALID_MODEL, "node '%s' (%s) consumes its own output", n->name,
                    n->op_type);
     }
-    if (e.from[i] > e.to[i]) sorted = false;
+    if (e.from[i] > e.to[i] && sorted) {
+      sorted = false;
+      first = i;
+    }
   }
   if (rc != MB_OK || sorted) goto done;
 
@@ -162,9 +168,8 @@ static int sort_graph(mb_graph *g, mb_diag *d) {
   int32_t *order = malloc((size_t)n * sizeof *order);
   int32_t *start = calloc((size_t)n + 1, sizeof *start);
   int32_t *adj = malloc((e.n ? e.n : 1) * sizeof *adj);
-  mb_node *nodes = malloc((size_t)n * sizeof *nodes);
   int32_t *where = malloc((size_t)n * sizeof *where);
-  if (!indeg || !order || !start || !adj || !nodes || !where) {
+  if (!indeg || !order || !start || !adj || !where) {
     rc = mb_fail(d, MB_E_NOMEM, "out of memory");
   } else {
     for (size_t i = 0; i < e.n; i++) {
@@ -191,20 +196,28 @@ static int sort_graph(mb_graph *g, mb_diag *d) {
         }
       }
     } else {
-      for (int32_t k = 0; k < n; k++) {
-        nodes[k] = g->nodes[order[k]];
-        where[order[k]] = k;
+      /* No cycle, but out of order. ONNX requires the node list in topological order
+       * (onnx.checker refuses it otherwise), and the list is the order the step runs in: sorted
+       * into some other order it would be a different step, and a different answer. */
+      const mb_node *reader = &g->nodes[e.to[first]], *writer = &g->nodes[e.from[first]];
+      const char *tensor = "a value its subgraph captures";
+      for (int32_t i = 0; i < reader->n_inputs; i++) {
+        int32_t v = reader->inputs[i];
+        if (v >= 0 && g->values[v].kind == MB_VALUE_NODE_OUTPUT && g->values[v].producer == e.from[first]) {
+          tensor = g->values[v].name;
+          break;
+        }
       }
-      memcpy(g->nodes, nodes, (size_t)n * sizeof *nodes);
-      for (int32_t v = 0; v < g->n_values; v++)
-        if (g->values[v].kind == MB_VALUE_NODE_OUTPUT) g->values[v].producer = where[g->values[v].producer];
+      rc = mb_fail(d, MB_E_INVALID_MODEL,
+                   "node '%s' (%s) reads '%s' before node '%s' (%s) writes it: the node list is not in "
+                   "topological order, which ONNX requires (onnx.checker refuses it); export the model again",
+                   reader->name, reader->op_type, tensor, writer->name, writer->op_type);
     }
   }
   free(indeg);
   free(order);
   free(start);
   free(adj);
-  free(nodes);
   free(where);
 done:
   free(e.from);
@@ -223,7 +236,7 @@ static int count_inits(const mb_graph *g) {
 }
 
 static int check_graph(struct mb_model *m, mb_graph *g, mb_diag *d) {
-  int rc = sort_graph(g, d);
+  int rc = check_order(g, d);
   if (rc) return rc;
   mb_init_ref *base = &m->all_inits[m->n_all_inits];
   for (int32_t i = 0; i < g->n_inits; i++) {

@@ -681,21 +681,39 @@ int mb_convert_model(const Onnx__ModelProto *pm, struct mb_model *m, mb_diag *d)
   return rc;
 }
 
+/* The newest IR version accepted: ONNX 1.18 writes 11; room for the next few. */
+#define MB_MAX_IR_VERSION 16
+/* Opset imports read: the duplicate check compares each with those before it. */
+#define MB_MAX_OPSET_IMPORTS 1024
+
 static int convert_model(conv *c, const Onnx__ModelProto *pm, struct mb_model *m) {
   mb_diag *d = c->d;
   if (!pm->graph) return mb_fail(d, MB_E_INVALID_MODEL, "the model has no graph");
   m->ir_version = pm->has_ir_version ? pm->ir_version : 0;
+  /* IR versions are 1..11 as of ONNX 1.18; a value past any a writer could know is corruption,
+   * not a newer format (onnx.checker refuses both) */
+  if (pm->has_ir_version && (pm->ir_version < 1 || pm->ir_version > MB_MAX_IR_VERSION))
+    return mb_fail(d, MB_E_INVALID_MODEL, "ir_version %lld is not an ONNX IR version (1 to %d)",
+                   (long long)pm->ir_version, MB_MAX_IR_VERSION);
   char producer[256];
   snprintf(producer, sizeof producer, "%s%s%s", pm->producer_name ? pm->producer_name : "",
            pm->producer_version && *pm->producer_version ? " " : "",
            pm->producer_version ? pm->producer_version : "");
   m->producer = dup_str(c, producer);
+  if (pm->n_opset_import > MB_MAX_OPSET_IMPORTS) /* a model imports a handful of domains */
+    return mb_fail(d, MB_E_INVALID_MODEL, "opset_import lists %zu domains; at most %d are read", pm->n_opset_import,
+                   MB_MAX_OPSET_IMPORTS);
   m->opsets = mb_arena_array(ARENA, pm->n_opset_import + 1, sizeof(mb_opset));
   if (!m->producer || !m->opsets) return OOM();
   for (size_t k = 0; k < pm->n_opset_import; k++) {
     const Onnx__OperatorSetIdProto *op = pm->opset_import[k];
     if (!op) continue;
     const char *dom = op->domain && strcmp(op->domain, "ai.onnx") ? op->domain : "";
+    for (int32_t j = 0; j < m->n_opsets; j++) /* opset imports are few: a handful of domains */
+      if (!strcmp(m->opsets[j].domain, dom))
+        return mb_fail(d, MB_E_INVALID_MODEL, "opset_import lists the domain '%s' twice (versions %lld and %lld)",
+                       *dom ? dom : "ai.onnx", (long long)m->opsets[j].version,
+                       (long long)(op->has_version ? op->version : 0));
     m->opsets[m->n_opsets].domain = dup_str(c, dom);
     m->opsets[m->n_opsets].version = op->has_version ? op->version : 0;
     if (!m->opsets[m->n_opsets].domain) return OOM();

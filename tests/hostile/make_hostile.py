@@ -76,6 +76,24 @@ def self_loop():
     return model(g)
 
 
+def unsorted():
+    """Relu(Relu(x)) with the consumer listed first: no cycle, but not the order ONNX requires."""
+    nodes = [helper.make_node("Relu", ["a"], ["y"], name="second"), helper.make_node("Relu", ["x"], ["a"], name="first")]
+    g = helper.make_graph(nodes, "unsorted", [vi("x", TensorProto.FLOAT, ["batch", 4])],
+                          [vi("y", TensorProto.FLOAT, ["batch", 4])])
+    return model(g)
+
+
+def ir_version(v):
+    m = model(relu_graph())
+    m.ir_version = v
+    return m
+
+
+def twice_imported():
+    return model(relu_graph(), opset=[helper.make_opsetid("", 17), helper.make_opsetid("", 18)])
+
+
 def weightless_init(name, dtype, dims, location=None):
     t = TensorProto(name=name, data_type=dtype, dims=list(dims))
     if location is not None:
@@ -219,6 +237,11 @@ CASES = {
     "sequence-type-200-deep.onnx": lambda: sequence_chain(200),
     "cycle-two-nodes.onnx": cyclic,
     "cycle-self.onnx": self_loop,
+    "unsorted-consumer-first.onnx": unsorted,
+    # model-level fields out of range
+    "ir-version-negative.onnx": lambda: ir_version(-1),
+    "ir-version-2e62.onnx": lambda: ir_version(1 << 62),
+    "opset-domain-twice.onnx": twice_imported,
     # huge declared counts and dims near INT64_MAX
     "init-dims-int64-max.onnx": lambda: matmul_with(weightless_init("W", TensorProto.FLOAT, [INT64_MAX, 4])),
     "init-dims-product-overflow.onnx": lambda: matmul_with(

@@ -16,8 +16,8 @@ def test_strip_weights_keeps_names_dtypes_and_dims(cli, tmp_path):
     b = numpy_helper.from_array(np.ones((4,), dtype=np.float16), "fc.bias")              # 8 bytes
     s = numpy_helper.from_array(np.array([2, 6], dtype=np.int64), "shape")              # 16 bytes
     h = helper.make_tensor("bf", TensorProto.BFLOAT16, [5], [0] * 5)                    # 10 bytes
-    nodes = [helper.make_node("MatMul", ["x", "t"], ["y"]),
-             helper.make_node("Transpose", ["fc.weight"], ["t"], perm=[1, 0])]
+    nodes = [helper.make_node("Transpose", ["fc.weight"], ["t"], perm=[1, 0]),
+             helper.make_node("MatMul", ["x", "t"], ["y"])]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])], [w, b, s, h])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
