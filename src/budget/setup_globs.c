@@ -1,6 +1,7 @@
 /* The setup's globs against the model: one that names nothing is a typo, not a choice, and
  * estimating without it would answer a question the user did not ask (issue 30, item 6). A
- * freeze or trainable glob must match a weight (an initializer's name); a checkpoint or
+ * freeze, trainable or advise_trainable glob must match a weight (an initializer's name); a
+ * checkpoint or
  * fsdp_wrap glob a module (a dotted module path the graph records, or, for a glob starting
  * with '/', the scope form of a TorchScript node name, as sim/plan.c matches them). The error
  * names the glob and the nearest names the model has. */
@@ -126,7 +127,9 @@ int mb_setup_check_globs(const mb_model *m, const mb_setup *s, mb_diag *d) {
   if (check_weights(g, "freeze", s->freeze, s->n_freeze, d) != MB_OK ||
       check_weights(g, "trainable", s->trainable, s->n_trainable, d) != MB_OK ||
       check_modules(g, "checkpoint", t->checkpoint, t->n_checkpoint, d) != MB_OK ||
-      check_modules(g, "fsdp_wrap", t->dist.wrap, t->dist.n_wrap, d) != MB_OK)
+      check_modules(g, "fsdp_wrap", t->dist.wrap, t->dist.n_wrap, d) != MB_OK ||
+      (s->report.advise_trainable &&
+       check_weights(g, "advise_trainable", (char *const *)&s->report.advise_trainable, 1, d) != MB_OK))
     return d->status;
   return MB_OK;
 }

@@ -13,6 +13,7 @@ GPT2 = [MODELS / "gpt2_small_like.onnx", "--dim", "sequence=128", "--batch", "2"
     ("--trainable", "*lora_A*", "weight", "'wte.weight'"),
     ("--checkpoint", "h.1x.*", "module", "'h.1.ln_1'"),
     ("--checkpoint", "/h.1x*", "module", "'/h.1'"),
+    ("--advise-trainable", "h.11.atn*", "weight", "'h.11.attn.c_attn.weight'"),
 ])
 def test_a_glob_that_matches_nothing_is_refused_with_the_nearest_names(cli, flag, glob, what, nearest):
     extra = ["--freeze", "*"] if flag == "--trainable" else []
