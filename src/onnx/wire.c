@@ -31,6 +31,9 @@ typedef struct field_rule {
   uint8_t payload;   /* 1: tensor data that may be dropped */
   const char *name;
   uint8_t single;    /* 1: a singular message field (see slim_message) */
+  uint8_t text;      /* 1: a string that names something (a tensor, node, op, domain, dim,
+                      * external-data key or location): a NUL inside it would cut it short in
+                      * protobuf-c's C string, a silently different name */
 } field_rule;
 
 typedef struct msg_rule {
@@ -39,22 +42,23 @@ typedef struct msg_rule {
   size_t n_fields;
 } msg_rule;
 
-#define F(num, kind, msg, name) {num, kind, msg, 0, name, 0}
-#define S(num, msg, name) {num, K_MESSAGE, msg, 0, name, 1}
-#define P(num, kind, name) {num, kind, 0, 1, name, 0}
+#define F(num, kind, msg, name) {num, kind, msg, 0, name, 0, 0}
+#define S(num, msg, name) {num, K_MESSAGE, msg, 0, name, 1, 0}
+#define P(num, kind, name) {num, kind, 0, 1, name, 0, 0}
+#define T(num, name) {num, K_BYTES, 0, 0, name, 0, 1}
 
 /* Fields of onnx.proto (IR version 10), including ones newer than the proto that generated
  * the protobuf-c code: those are passed through as unknown fields. */
 static const field_rule model_fields[] = {
   F(1, K_VARINT, 0, "ir_version"), F(2, K_BYTES, 0, "producer_name"),
-  F(3, K_BYTES, 0, "producer_version"), F(4, K_BYTES, 0, "domain"),
+  F(3, K_BYTES, 0, "producer_version"), T(4, "domain"),
   F(5, K_VARINT, 0, "model_version"), F(6, K_BYTES, 0, "doc_string"),
   S(7, M_GRAPH, "graph"), F(8, K_MESSAGE, M_OPSET, "opset_import"),
   F(14, K_MESSAGE, M_STRING_ENTRY, "metadata_props"),
   F(20, K_MESSAGE, M_TRAINING_INFO, "training_info"), F(25, K_MESSAGE, M_FUNCTION, "functions"),
 };
 static const field_rule graph_fields[] = {
-  F(1, K_MESSAGE, M_NODE, "node"), F(2, K_BYTES, 0, "name"),
+  F(1, K_MESSAGE, M_NODE, "node"), T(2, "name"),
   F(5, K_MESSAGE, M_TENSOR, "initializer"), F(10, K_BYTES, 0, "doc_string"),
   F(11, K_MESSAGE, M_VALUE_INFO, "input"), F(12, K_MESSAGE, M_VALUE_INFO, "output"),
   F(13, K_MESSAGE, M_VALUE_INFO, "value_info"),
@@ -63,23 +67,23 @@ static const field_rule graph_fields[] = {
   F(16, K_MESSAGE, M_STRING_ENTRY, "metadata_props"),
 };
 static const field_rule node_fields[] = {
-  F(1, K_BYTES, 0, "input"), F(2, K_BYTES, 0, "output"), F(3, K_BYTES, 0, "name"),
-  F(4, K_BYTES, 0, "op_type"), F(5, K_MESSAGE, M_ATTR, "attribute"),
-  F(6, K_BYTES, 0, "doc_string"), F(7, K_BYTES, 0, "domain"), F(8, K_BYTES, 0, "overload"),
+  T(1, "input"), T(2, "output"), T(3, "name"),
+  T(4, "op_type"), F(5, K_MESSAGE, M_ATTR, "attribute"),
+  F(6, K_BYTES, 0, "doc_string"), T(7, "domain"), T(8, "overload"),
   F(9, K_MESSAGE, M_STRING_ENTRY, "metadata_props"),
 };
 static const field_rule attr_fields[] = {
-  F(1, K_BYTES, 0, "name"), F(2, K_FIXED32, 0, "f"), F(3, K_VARINT, 0, "i"),
+  T(1, "name"), F(2, K_FIXED32, 0, "f"), F(3, K_VARINT, 0, "i"),
   F(4, K_BYTES, 0, "s"), S(5, M_TENSOR, "t"), S(6, M_GRAPH, "g"),
   F(7, K_REP_FIXED32, 0, "floats"), F(8, K_REP_VARINT, 0, "ints"), F(9, K_BYTES, 0, "strings"),
   F(10, K_MESSAGE, M_TENSOR, "tensors"), F(11, K_MESSAGE, M_GRAPH, "graphs"),
   F(13, K_BYTES, 0, "doc_string"), S(14, M_TYPE, "tp"),
   F(15, K_MESSAGE, M_TYPE, "type_protos"), F(20, K_VARINT, 0, "type"),
-  F(21, K_BYTES, 0, "ref_attr_name"), S(22, M_SPARSE, "sparse_tensor"),
+  T(21, "ref_attr_name"), S(22, M_SPARSE, "sparse_tensor"),
   F(23, K_MESSAGE, M_SPARSE, "sparse_tensors"),
 };
 static const field_rule value_info_fields[] = {
-  F(1, K_BYTES, 0, "name"), S(2, M_TYPE, "type"), F(3, K_BYTES, 0, "doc_string"),
+  T(1, "name"), S(2, M_TYPE, "type"), F(3, K_BYTES, 0, "doc_string"),
   F(4, K_MESSAGE, M_STRING_ENTRY, "metadata_props"),
 };
 static const field_rule type_fields[] = {
@@ -98,13 +102,13 @@ static const field_rule type_map_fields[] = {
 static const field_rule type_optional_fields[] = { S(1, M_TYPE, "elem_type") };
 static const field_rule shape_fields[] = { F(1, K_MESSAGE, M_DIM, "dim") };
 static const field_rule dim_fields[] = {
-  F(1, K_VARINT, 0, "dim_value"), F(2, K_BYTES, 0, "dim_param"), F(3, K_BYTES, 0, "denotation"),
+  F(1, K_VARINT, 0, "dim_value"), T(2, "dim_param"), F(3, K_BYTES, 0, "denotation"),
 };
 static const field_rule tensor_fields[] = {
   F(1, K_REP_VARINT, 0, "dims"), F(2, K_VARINT, 0, "data_type"),
   S(3, M_SEGMENT, "segment"), P(4, K_REP_FIXED32, "float_data"),
   P(5, K_REP_VARINT, "int32_data"), P(6, K_BYTES, "string_data"),
-  P(7, K_REP_VARINT, "int64_data"), F(8, K_BYTES, 0, "name"), P(9, K_BYTES, "raw_data"),
+  P(7, K_REP_VARINT, "int64_data"), T(8, "name"), P(9, K_BYTES, "raw_data"),
   P(10, K_REP_FIXED64, "double_data"), P(11, K_REP_VARINT, "uint64_data"),
   F(12, K_BYTES, 0, "doc_string"), F(13, K_MESSAGE, M_STRING_ENTRY, "external_data"),
   F(14, K_VARINT, 0, "data_location"), F(16, K_MESSAGE, M_STRING_ENTRY, "metadata_props"),
@@ -122,16 +126,16 @@ static const field_rule training_info_fields[] = {
   F(4, K_MESSAGE, M_STRING_ENTRY, "update_binding"),
 };
 static const field_rule function_fields[] = {
-  F(1, K_BYTES, 0, "name"), F(4, K_BYTES, 0, "input"), F(5, K_BYTES, 0, "output"),
-  F(6, K_BYTES, 0, "attribute"), F(7, K_MESSAGE, M_NODE, "node"), F(8, K_BYTES, 0, "doc_string"),
-  F(9, K_MESSAGE, M_OPSET, "opset_import"), F(10, K_BYTES, 0, "domain"),
+  T(1, "name"), T(4, "input"), T(5, "output"),
+  T(6, "attribute"), F(7, K_MESSAGE, M_NODE, "node"), F(8, K_BYTES, 0, "doc_string"),
+  F(9, K_MESSAGE, M_OPSET, "opset_import"), T(10, "domain"),
   F(11, K_MESSAGE, M_ATTR, "attribute_proto"), F(12, K_MESSAGE, M_VALUE_INFO, "value_info"),
-  F(13, K_BYTES, 0, "overload"), F(14, K_MESSAGE, M_STRING_ENTRY, "metadata_props"),
+  T(13, "overload"), F(14, K_MESSAGE, M_STRING_ENTRY, "metadata_props"),
 };
-static const field_rule opset_fields[] = { F(1, K_BYTES, 0, "domain"), F(2, K_VARINT, 0, "version") };
-static const field_rule string_entry_fields[] = { F(1, K_BYTES, 0, "key"), F(2, K_BYTES, 0, "value") };
+static const field_rule opset_fields[] = { T(1, "domain"), F(2, K_VARINT, 0, "version") };
+static const field_rule string_entry_fields[] = { T(1, "key"), T(2, "value") };
 static const field_rule tensor_annotation_fields[] = {
-  F(1, K_BYTES, 0, "tensor_name"),
+  T(1, "tensor_name"),
   F(2, K_MESSAGE, M_STRING_ENTRY, "quant_parameter_tensor_names"),
 };
 
@@ -426,7 +430,12 @@ static int slim_field(walker *w, msg_id m, const field_rule *f, uint64_t field_s
     int rc = check_packed(w, f, m, value, len);
     if (rc != MB_OK) return rc;
   }
-  return mb_reader_append(w->r, field_start, value + len - field_start, out);
+  int rc = mb_reader_append(w->r, field_start, value + len - field_start, out);
+  if (rc == MB_OK && f && f->text && !mb_sb_failed(out) && memchr(out->data + out->len - len, '\0', (size_t)len))
+    return mb_fail(w->d, MB_E_INVALID_MODEL, "%s.%s at byte %llu: a NUL byte inside the string (\"%.*s\"...): a name "
+                   "cannot hold one", messages[m].name, f->name, (unsigned long long)value,
+                   (int)strnlen(out->data + out->len - len, 64), out->data + out->len - len);
+  return rc;
 }
 
 static int slim_message(walker *w, msg_id m, uint64_t p, uint64_t end, int depth) {

@@ -90,6 +90,12 @@ def ir_version(v):
     return m
 
 
+def nul_in_name():
+    g = helper.make_graph([helper.make_node("Relu", ["x\x00evil"], ["y"], name="relu")], "g",
+                          [vi("x\x00evil", TensorProto.FLOAT, ["batch", 4])], [vi("y", TensorProto.FLOAT, ["batch", 4])])
+    return model(g)
+
+
 def twice_imported():
     return model(relu_graph(), opset=[helper.make_opsetid("", 17), helper.make_opsetid("", 18)])
 
@@ -242,6 +248,9 @@ CASES = {
     "ir-version-negative.onnx": lambda: ir_version(-1),
     "ir-version-2e62.onnx": lambda: ir_version(1 << 62),
     "opset-domain-twice.onnx": twice_imported,
+    # a NUL would cut a name short in protobuf-c's C strings: a silently different name
+    "name-with-nul.onnx": nul_in_name,
+    "external-nul-dotdot.onnx": lambda: external("w.bin\x00/../../etc/passwd"),
     # huge declared counts and dims near INT64_MAX
     "init-dims-int64-max.onnx": lambda: matmul_with(weightless_init("W", TensorProto.FLOAT, [INT64_MAX, 4])),
     "init-dims-product-overflow.onnx": lambda: matmul_with(
