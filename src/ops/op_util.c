@@ -20,18 +20,35 @@ const mb_attr *mb_op_attr(const mb_op_ctx *c, const char *name) {
   return NULL;
 }
 
-int64_t mb_op_attr_i(const mb_op_ctx *c, const char *name, int64_t dflt) {
+/* An attribute the rule reads as one type but the node declares as another (an axis given as
+ * a float): onnx.checker refuses it, and reading the other field would silently take 0. The
+ * failure lands in the context's diag, which inference checks after the rule returns; an
+ * attribute without a declared type (0: files older than the type field) is read as it is. */
+static const mb_attr *typed(const mb_op_ctx *c, const char *name, int32_t want, const char *want_name) {
   const mb_attr *a = mb_op_attr(c, name);
+  if (!a || !a->type || a->type == want) return a;
+  static const char *const names[] = {"UNDEFINED", "FLOAT", "INT", "STRING", "TENSOR", "GRAPH", "FLOATS",
+                                      "INTS", "STRINGS", "TENSORS", "GRAPHS", "SPARSE_TENSOR", "SPARSE_TENSORS",
+                                      "TYPE_PROTO", "TYPE_PROTOS"};
+  const char *have = a->type > 0 && a->type < (int32_t)(sizeof names / sizeof names[0]) ? names[a->type] : "unknown";
+  if (c->d->status == MB_OK)
+    mb_fail(c->d, MB_E_INVALID_MODEL, "node '%s' (%s): attribute '%s' is %s, the op takes %s", c->node->name,
+            c->node->op_type, name, have, want_name);
+  return NULL;
+}
+
+int64_t mb_op_attr_i(const mb_op_ctx *c, const char *name, int64_t dflt) {
+  const mb_attr *a = typed(c, name, 2, "INT");
   return a ? a->i : dflt;
 }
 
 float mb_op_attr_f(const mb_op_ctx *c, const char *name, float dflt) {
-  const mb_attr *a = mb_op_attr(c, name);
+  const mb_attr *a = typed(c, name, 1, "FLOAT");
   return a ? a->f : dflt;
 }
 
 uint64_t mb_op_attr_ints(const mb_op_ctx *c, const char *name, const int64_t **v) {
-  const mb_attr *a = mb_op_attr(c, name);
+  const mb_attr *a = typed(c, name, 7, "INTS");
   *v = a ? a->ints : NULL;
   return a ? a->n_ints : 0;
 }

@@ -317,6 +317,7 @@ static int infer_nodes(frame *f) {
                    infer_subgraph, f, &f->sh->unroll_budget, f->sh->batch, &f->sh->assumed,
                    &bound_asked};
     rc = def->shape(&c);
+    if (rc == MB_OK && d->status != MB_OK) rc = d->status; /* an attribute of the wrong type (ops/op_util.c) */
     if (rc == MB_OK && !bound_asked) rc = bind_values(&c);
     else if (rc != MB_OK) explain_unknown(f, n, d);
   }

@@ -96,6 +96,14 @@ def nul_in_name():
     return model(g)
 
 
+def concat_float_axis():
+    """Concat's axis given as a FLOAT: read as an INT it would silently be 0"""
+    node = helper.make_node("Concat", ["x", "x"], ["y"], name="cat")
+    node.attribute.append(helper.make_attribute("axis", 1.0))
+    g = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, ["batch", 4])], [vi("y", TensorProto.FLOAT, ["batch", 8])])
+    return model(g)
+
+
 def twice_imported():
     return model(relu_graph(), opset=[helper.make_opsetid("", 17), helper.make_opsetid("", 18)])
 
@@ -248,6 +256,7 @@ CASES = {
     "ir-version-negative.onnx": lambda: ir_version(-1),
     "ir-version-2e62.onnx": lambda: ir_version(1 << 62),
     "opset-domain-twice.onnx": twice_imported,
+    "attr-axis-float.onnx": concat_float_axis,
     # a NUL would cut a name short in protobuf-c's C strings: a silently different name
     "name-with-nul.onnx": nul_in_name,
     "external-nul-dotdot.onnx": lambda: external("w.bin\x00/../../etc/passwd"),
