@@ -163,6 +163,9 @@ static int layer_norm(mb_op_ctx *c) {
   if (rc) return rc;
   int32_t axis;
   if ((rc = mb_op_axis(c, mb_op_attr_i(c, "axis", -1), x->rank, &axis))) return rc;
+  if ((rc = mb_op_unidirectional(c, 1, x->rank - axis, x->dims + axis, "the scale")) ||
+      (rc = mb_op_unidirectional(c, 2, x->rank - axis, x->dims + axis, "the bias")))
+    return rc;
   if ((rc = mb_op_set(c, 0, x->dtype, x->rank, x->dims))) return rc;
   int64_t dims[MB_MAX_RANK];
   for (int32_t k = 0; k < x->rank; k++) dims[k] = k < axis ? x->dims[k] : 1;
@@ -178,6 +181,7 @@ static int rms_norm(mb_op_ctx *c) {
   if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &scale))) return rc;
   int32_t axis;
   if ((rc = mb_op_axis(c, mb_op_attr_i(c, "axis", -1), x->rank, &axis))) return rc;
+  if ((rc = mb_op_unidirectional(c, 1, x->rank - axis, x->dims + axis, "the scale"))) return rc;
   return mb_op_set(c, 0, x->dtype, x->rank, x->dims);
 }
 
@@ -207,6 +211,7 @@ static int gemm(mb_op_ctx *c) {
                       ta ? " (transposed)" : "", mb_shape_str(sb, sizeof sb, b), tb ? " (transposed)" : "");
   }
   int64_t dims[2] = {m, n};
+  if ((rc = mb_op_unidirectional(c, 2, 2, dims, "C"))) return rc;
   return mb_op_set(c, 0, a->dtype, 2, dims);
 }
 

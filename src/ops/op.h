@@ -125,6 +125,10 @@ double *mb_op_new_fvalues(mb_op_ctx *c, int32_t i, int64_t n);
 int mb_op_broadcast(mb_op_ctx *c, const mb_tinfo *a, const mb_tinfo *b, int32_t *rank, int64_t *out);
 /* Index of element k of an output of shape (r, od) in an input of shape t broadcast to it. */
 int64_t mb_op_bcast_index(const mb_tinfo *t, int32_t r, const int64_t *od, int64_t k);
+/* Input i (when given with a known shape) broadcasts one way to dims: each of its dims, right
+ * aligned, is that dim or 1 (Gemm's C, a norm's scale and bias). A zero-size scale where the
+ * op needs elements fails here, naming the node and both shapes. */
+int mb_op_unidirectional(mb_op_ctx *c, int32_t i, int32_t rank, const int64_t *dims, const char *what);
 /* Normalise a possibly negative axis for a given rank; error naming the node if out of range. */
 int mb_op_axis(mb_op_ctx *c, int64_t axis, int32_t rank, int32_t *out);
 /* A value the user gave for a name (--dim NAME=N). Returns true and sets *v when given. */

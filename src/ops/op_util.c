@@ -176,6 +176,23 @@ int mb_op_broadcast(mb_op_ctx *c, const mb_tinfo *a, const mb_tinfo *b, int32_t 
   return MB_OK;
 }
 
+int mb_op_unidirectional(mb_op_ctx *c, int32_t i, int32_t rank, const int64_t *dims, const char *what) {
+  if (i >= c->n_in || !c->in[i] || c->in[i]->rank < 0) return MB_OK; /* omitted or unknown */
+  const mb_tinfo *t = c->in[i];
+  bool ok = t->rank <= rank;
+  for (int32_t k = 0; ok && k < t->rank; k++) {
+    int64_t want = dims[rank - t->rank + k], have = t->dims[k];
+    ok = have == want || have == 1;
+  }
+  if (ok) return MB_OK;
+  char st[256], sw[256];
+  mb_tinfo target = *t; /* the same tensor info, at the target's shape (its own dims untouched) */
+  target.rank = rank;
+  target.dims = (int64_t *)dims;
+  return mb_op_fail(c, "%s %s does not broadcast to %s", what, mb_shape_str(st, sizeof st, t),
+                    mb_shape_str(sw, sizeof sw, &target));
+}
+
 int mb_op_axis(mb_op_ctx *c, int64_t axis, int32_t rank, int32_t *out) {
   if (axis < -(int64_t)rank || axis >= (int64_t)(rank ? rank : 1))
     return mb_op_fail(c, "axis %lld is out of range for rank %d", (long long)axis, (int)rank);

@@ -104,6 +104,19 @@ def concat_float_axis():
     return model(g)
 
 
+def zero_size(op):
+    """A weight with no elements where the op needs them (Gemm's bias, LayerNorm's scale)"""
+    empty = TensorProto(name="E", data_type=TensorProto.FLOAT, dims=[0])
+    if op == "Gemm":
+        w = helper.make_tensor("W", TensorProto.FLOAT, [4, 3], [0.0] * 12)
+        node, out, inits = helper.make_node("Gemm", ["x", "W", "E"], ["y"], name="gemm"), 3, [w, empty]
+    else:
+        node, out, inits = helper.make_node("LayerNormalization", ["x", "E"], ["y"], name="ln", axis=-1), 4, [empty]
+    g = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, ["batch", 4])], [vi("y", TensorProto.FLOAT, ["batch", out])],
+                          initializer=inits)
+    return model(g)
+
+
 def twice_imported():
     return model(relu_graph(), opset=[helper.make_opsetid("", 17), helper.make_opsetid("", 18)])
 
@@ -257,6 +270,8 @@ CASES = {
     "ir-version-2e62.onnx": lambda: ir_version(1 << 62),
     "opset-domain-twice.onnx": twice_imported,
     "attr-axis-float.onnx": concat_float_axis,
+    "gemm-bias-zero-size.onnx": lambda: zero_size("Gemm"),
+    "layernorm-scale-zero-size.onnx": lambda: zero_size("LayerNormalization"),
     # a NUL would cut a name short in protobuf-c's C strings: a silently different name
     "name-with-nul.onnx": nul_in_name,
     "external-nul-dotdot.onnx": lambda: external("w.bin\x00/../../etc/passwd"),
