@@ -1,15 +1,14 @@
 /* The safety margins, one row per family and precision whose solved batch the GPU truth found
- * above the largest batch that trains. Each margin is the share of the usable memory that
- * brings every measured solve of the family at or below the largest batch known to train
+ * above the largest batch that trains. Each margin is the least share of the usable memory
+ * that brings every measured solve of the family at or below the largest batch that may train
  * (bench/truth/margins.py derives them from bench/truth/results/gpu-*.json's max_batch
  * searches, taking a failure in the search's own process as the bound where no fresh process
  * tried the batches above; tests/python/test_margins.py holds the table to what it derives).
- * A family
- * without such a measurement keeps no margin, and says so.
+ * A family without such a measurement keeps no margin, and says so.
  *
  * A family is recognised by the ops its graph holds: scatters (a graph network), convolutions
- * with or without attention's softmax (a vision transformer, a convolutional network), the
- * softmax without convolutions (a transformer). */
+ * with or without attention (a vision transformer, a convolutional network), attention without
+ * convolutions (a transformer); attention is its softmax or a fused Attention node. */
 #include "budget/margin.h"
 
 #include <stdbool.h>
@@ -48,7 +47,7 @@ static bool has_op(const mb_graph *g, const char *const *ops) {
 static int family_of(const mb_graph *g) {
   static const char *const scatters[] = {"ScatterElements", "ScatterND", "ScatterReduce", NULL};
   static const char *const convs[] = {"Conv", "ConvTranspose", NULL};
-  static const char *const softmax[] = {"Softmax", NULL};
+  static const char *const softmax[] = {"Softmax", "Attention", NULL};
   if (has_op(g, scatters)) return F_GRAPH;
   bool conv = has_op(g, convs), attn = has_op(g, softmax);
   return conv && attn ? F_VIT : conv ? F_CNN : attn ? F_TRANSFORMER : F_NONE;
