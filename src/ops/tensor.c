@@ -460,7 +460,9 @@ static int split(mb_op_ctx *c) {
   for (int64_t k = 0; k < parts; k++) {
     if (sizes) dims[axis] = sizes[k];
     else {
-      int64_t each = (d + parts - 1) / parts; /* the last part may be smaller (opset 18) */
+      /* ceil(d / parts) without d + parts - 1, which overflows at INT64_MAX; the last part
+       * may be smaller (opset 18) */
+      int64_t each = d / parts + (d % parts != 0);
       dims[axis] = k + 1 < parts ? each : d - each * (parts - 1);
       if (dims[axis] < 0) return mb_op_fail(c, "cannot split %lld into %lld parts", (long long)d, (long long)parts);
     }
