@@ -601,6 +601,10 @@ static int emit_setup(emitter *e, loss_state *ls) {
   const mb_model_state *ms = &b->ms[0];
   const mb_graph *g = ms->g;
   uint64_t largest_teacher_layer = 0;
+  /* torch.optim makes a parameter's state in the first step() that sees its gradient
+   * (Adam's _init_group: zeros_like per state, parameter by parameter); Adagrad makes it in
+   * its constructor and DeepSpeed's ZeRO optimizers at engine initialisation */
+  bool lazy_states = !mb_optim_get(step->optimizer)->states_at_init && !mb_dist_is_zero(&step->dist);
   for (int32_t v = 0; v < g->n_values; v++) {
     if (g->values[v].kind != MB_VALUE_INITIALIZER) continue;
     const mb_const_tensor *ct = &g->inits[g->values[v].initializer];
@@ -622,8 +626,13 @@ static int emit_setup(emitter *e, loss_state *ls) {
       int n = mb_optim_states(step->optimizer, sdims, ct->rank, (int64_t)numel, state_bytes, st);
       bool host = step->dist.offload != MB_OFFLOAD_NONE; /* states and master on the host */
       for (int k = 0; k < n; k++) {
-        if (host) p->host_bytes += st[k];
-        else if (fixed(e, 0, MB_CAT_OPTIMIZER, st[k], "optimizer state", 1) < 0) return b->d->status;
+        if (host) {
+          p->host_bytes += st[k];
+          continue;
+        }
+        int32_t s = fixed(e, 0, MB_CAT_OPTIMIZER, st[k], "optimizer state", 1);
+        if (s < 0) return b->d->status;
+        p->slots[s].lazy = lazy_states;
       }
       if (step->master_weights && b->pure) {
         if (host) p->host_bytes += 2 * numel * 4; /* the master and the fp32 gradients the CPU step reads */
@@ -702,6 +711,7 @@ static int emit_optimizer(emitter *e) {
   int32_t dtypes[4] = {MB_DTYPE_FLOAT, MB_DTYPE_FLOAT16, MB_DTYPE_BFLOAT16, MB_DTYPE_DOUBLE};
   uint64_t largest = 0;
   int32_t largest_dt = MB_DTYPE_FLOAT;
+  b->p->step_first = b->p->n_ev;
   if (step->dist.offload != MB_OFFLOAD_NONE) return MB_OK; /* the step runs on the CPU */
   /* DeepSpeed steps its partition with a fused kernel (FusedAdam): no lists, no temporaries */
   bool zero = mb_dist_is_zero(&step->dist);

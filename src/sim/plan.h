@@ -50,6 +50,9 @@ typedef struct mb_slot {
   const char *name;
   bool trains;       /* a weight that requires grad */
   bool has_grad;     /* a weight that trains and receives a gradient from the loss */
+  bool lazy;         /* an optimizer state torch.optim creates inside the first
+                      * optimizer.step() (_init_group), not at setup: where the allocator
+                      * places it is then decided by what the first step freed */
   int32_t refs;      /* building only: references still to be released */
 } mb_slot;
 
@@ -73,6 +76,8 @@ typedef struct mb_plan {
   int32_t step_end;     /* with an evaluation: its first event, zero_grad's (optimizer.step()
                          * has returned; level_after_optimizer is read there) */
   int32_t eval_fwd_first, eval_fwd_end; /* events of the evaluation batch and its forward */
+  int32_t step_first;   /* optimizer.step()'s first event (after clipping): where the first
+                         * step creates the lazy slots; n_ev when the step makes none */
   char note[512];       /* what was assumed (loss chosen, ...) */
   bool loss_in_graph;   /* the graph's output is the loss (loss none): the model computes it */
   /* the model's and the teacher's (NULL: none) shapes the plan was built from, at shapes_batch:

@@ -31,10 +31,10 @@ int mb_weave_in(mb_builder *b, mb_weave *w) {
   int32_t n = p->n_ev + w->n, k = 0, j = 0;
   mb_event_rec *ev = malloc((size_t)n * sizeof *ev);
   if (!ev) return nomem(b);
-  int32_t *marks[3] = {&p->step_end, &p->eval_fwd_first, &p->eval_fwd_end}, moved[3];
-  for (int m = 0; m < 3; m++) moved[m] = *marks[m] >= p->n_ev ? n : *marks[m];
+  int32_t *marks[4] = {&p->step_end, &p->eval_fwd_first, &p->eval_fwd_end, &p->step_first}, moved[4];
+  for (int m = 0; m < 4; m++) moved[m] = *marks[m] >= p->n_ev ? n : *marks[m];
   for (int32_t i = 0; i < p->n_ev; i++) {
-    for (int m = 0; m < 3; m++) /* the evaluation's event indices follow their events */
+    for (int m = 0; m < 4; m++) /* the marked event indices follow their events */
       if (*marks[m] == i) moved[m] = k;
     while (j < w->n && w->at[j].pos == 2 * (int64_t)i) ev[k++] = w->at[j++].ev;
     ev[k++] = p->ev[i];
@@ -44,6 +44,6 @@ int mb_weave_in(mb_builder *b, mb_weave *w) {
   free(p->ev);
   p->ev = ev;
   p->n_ev = p->cap_ev = n;
-  for (int m = 0; m < 3; m++) *marks[m] = moved[m];
+  for (int m = 0; m < 4; m++) *marks[m] = moved[m];
   return MB_OK;
 }

@@ -51,16 +51,18 @@ def test_every_measured_solve_is_safe_and_close(cli, derived):
             assert solved <= r["safe"], r  # never a batch that runs out of memory
         if r["exact"] is not None:
             assert solved >= math.ceil(0.95 * r["exact"]), r
-    # the GPT-2-like decoder on the H100: 405 without the margin, 364 trained
+    # the GPT-2-like decoder on the H100: 364 trained, and 364 is solved without a margin (405
+    # before the first step's lazily made optimizer states were modelled: test_lazy_states.py)
     gpt2 = next(r for r in rows if r["model"] == "gpt2_small_like" and r["device"] == "gpu-h100.json")
-    assert gpt2["static"] == 405 and gpt2["exact"] == 364 and 346 <= gpt2["solved"] <= 364
+    assert gpt2["static"] == gpt2["exact"] == gpt2["solved"] == 364 and gpt2["needed"] == 0
 
 
 def test_margin_holds_back_its_share_and_says_why(cli):
-    args = [MODELS / "gpt2_small_like.onnx", "--dim", "sequence=128", "--gpu", "h100-80gb"]
+    args = [MODELS / "vit_b_16.onnx", "--gpu", "h100-80gb"]
     auto, none, given = budget(cli, *args), budget(cli, *args, "--margin", "0"), budget(cli, *args, "--margin", "0.2")
-    assert auto["margin"]["family"] == "transformer" and "GPT-2-like" in auto["margin"]["basis"]
-    assert none["margin"] == {"fraction": 0, "bytes": 0, "family": "transformer", "basis": "given (setup key margin)"}
+    assert auto["margin"]["family"] == "vision transformer" and "ViT-B/16" in auto["margin"]["basis"]
+    assert none["margin"] == {"fraction": 0, "bytes": 0, "family": "vision transformer",
+                              "basis": "given (setup key margin)"}
     assert given["margin"]["bytes"] == int(given["usable_memory"] * 0.2)
     # what is held back is not there to fit in: available = usable - margin - device peak
     for b in (auto, none, given):
@@ -85,12 +87,14 @@ def test_no_margin_where_none_was_measured(cli):
 
 
 def test_the_text_names_the_margin(cli):
+    out = run(cli, "estimate", MODELS / "vit_b_16.onnx", "--gpu", "h100-80gb", check=0).stdout
+    line = next(ln for ln in out.splitlines() if ln.startswith("margin"))
+    assert "1.8% of the usable memory held back" in line and "--margin 0" in line
+    out = run(cli, "estimate", MODELS / "vit_b_16.onnx", "--gpu", "h100-80gb", "--margin", "0", check=0).stdout
+    assert not any(ln.startswith("margin") for ln in out.splitlines())
+    # a family whose measured solves needed none prints none
     out = run(cli, "estimate", MODELS / "bert_base_like.onnx", "--dim", "sequence=128", "--gpu", "h100-80gb",
               check=0).stdout
-    line = next(ln for ln in out.splitlines() if ln.startswith("margin"))
-    assert "10.4% of the usable memory held back" in line and "--margin 0" in line
-    out = run(cli, "estimate", MODELS / "bert_base_like.onnx", "--dim", "sequence=128", "--gpu", "h100-80gb",
-              "--margin", "0", check=0).stdout
     assert not any(ln.startswith("margin") for ln in out.splitlines())
 
 
@@ -102,10 +106,10 @@ def test_bad_margins_are_refused(cli):
 
 def test_python_budget_carries_the_margin(cli):
     from binding_util import membudget
-    args = dict(gpu="h100-80gb", dims={"sequence": 128})
-    auto = membudget.estimate(MODELS / "bert_base_like.onnx", **args)
-    none = membudget.estimate(MODELS / "bert_base_like.onnx", margin=0, **args)
-    cli_auto = budget(cli, MODELS / "bert_base_like.onnx", "--gpu", "h100-80gb", "--dim", "sequence=128")
+    args = dict(gpu="h100-80gb")
+    auto = membudget.estimate(MODELS / "vit_b_16.onnx", **args)
+    none = membudget.estimate(MODELS / "vit_b_16.onnx", margin=0, **args)
+    cli_auto = budget(cli, MODELS / "vit_b_16.onnx", "--gpu", "h100-80gb")
     assert auto.to_dict()["margin"] == cli_auto["margin"] and auto.batch_size == cli_auto["batch_size"]
-    assert auto.margin_family == "transformer" and auto.margin > 0 and none.margin == 0
+    assert auto.margin_family == "vision transformer" and auto.margin > 0 and none.margin == 0
     assert none.batch_size > auto.batch_size
