@@ -129,9 +129,12 @@ def compare_batches(cli, result):
         measured = ((rec or {}).get("cli_solved", {}).get("1.0", {}).get("json") or {}).get("budget", {}).get("batch_size")
         args = membudget_args(dict(c, batch=1))
         args = args[:1] + args[3:]  # no --batch: solved
-        static = estimate(cli, args + ["--gpu", gpu, "--device-memory", str(total), "--utilization", "1"])["batch_size"]
+        solve = args + ["--gpu", gpu, "--device-memory", str(total), "--utilization", "1"]
+        b = estimate(cli, solve)
+        static, margin = b["batch_size"], b["margin"]["fraction"]
+        bare = estimate(cli, solve + ["--margin", "0"])["batch_size"]
         rows.append({"model": m, "precision": c["precision"], "true_largest": true, "lower": lower, "upper": upper,
-                     "static": static, "measured": measured,
+                     "static": static, "margin": margin, "static_no_margin": bare, "measured": measured,
                      "err_static": err(static, true) if true else None,
                      "err_measured": err(measured, true) if true and measured else None})
     return rows
@@ -180,6 +183,48 @@ def print_device(name, rows, batches):
             " (%+.1f%%)" % r["err_measured"] if r["err_measured"] is not None else ""))
 
 
+METRICS = (("err_alloc", "allocated peak (`max_memory_allocated`)", ALLOC_MAX_ERR),
+           ("err_reserved", "reserved peak (`max_memory_reserved`)", RESERVED_MAX_ERR),
+           ("err_device", "device (NVML's memory of the process)", DEVICE_MAX_ERR))
+
+
+def worst(values):
+    """The signed value of largest magnitude."""
+    return max(values, key=abs) if values else None
+
+
+def tables(name, rows, batches):
+    """Markdown: the summary over the file's steps, the largest batches, and the worst error of
+    each model, kind and precision (README.md's GPU section, between its markers)."""
+    ok = [r for r in rows if "error" not in r and "skipped" not in r]
+    out = ["| metric (%d steps, %s) | median error | worst | over target |" % (len(ok), name), "|---|--:|--:|--:|"]
+    for key, label, limit in METRICS:
+        e = [r[key] for r in ok if r[key] is not None]
+        out.append("| %s, target %.0f%% | %.2f%% | %+.1f%% | %d |" % (
+            label, limit, statistics.median(abs(x) for x in e), worst(e), sum(1 for x in e if abs(x) > limit)))
+    if batches:
+        out += ["", "| largest batch that trains (fresh process) | precision | true | static, with the safety margin "
+                "| static, `--margin 0` | `--mode measured` (as recorded) |", "|---|---|--:|--:|--:|--:|"]
+        for r in batches:
+            true = r["true_largest"]
+            known = "%d" % true if true else "%s..%s" % (r["lower"] or "?", r["upper"] or "?")
+            rel = (lambda v: " (%+.1f%%)" % err(v, true) if true and v else "")
+            out.append("| %s | %s | %s | %d (margin %.1f%%)%s | %d%s | %s%s |" % (
+                r["model"], r["precision"], known, r["static"], 100 * r["margin"], rel(r["static"]),
+                r["static_no_margin"], rel(r["static_no_margin"]), r["measured"] or "-", rel(r["measured"])))
+    groups = {}
+    for r in ok:
+        suite, model, kind = r["case"].split("-")[:3]
+        groups.setdefault((suite + "/" + model, kind, r["precision"]), []).append(r)
+    out += ["", "| model | kind | precision | cases | allocated: worst | reserved: worst | device (NVML): worst |",
+            "|---|---|---|--:|--:|--:|--:|"]
+    for (model, kind, prec), g in groups.items():
+        w = [worst([r[k] for r in g if r[k] is not None]) for k, _, _ in METRICS]
+        out.append("| %s | %s | %s | %d | %s |" % (model, kind, prec, len(g),
+                                                 " | ".join("%+.1f%%" % x if x is not None else "-" for x in w)))
+    return "\n".join(out)
+
+
 def overshoot(r):
     """How far the static answer is above the largest batch known to train (0 when at or below
     it; for a search without an exact answer, measured from its lower bound, or from its upper
@@ -188,11 +233,23 @@ def overshoot(r):
     return max(0, r["static"] - known) if known else None
 
 
+def readme_tables(name, text):
+    begin, end = "<!-- gpu-tables %s: begin -->" % name, "<!-- gpu-tables %s: end -->" % name
+    path = os.path.join(ROOT, "README.md")
+    with open(path) as f:
+        readme = f.read()
+    i, j = readme.index(begin) + len(begin), readme.index(end)
+    with open(path, "w") as f:
+        f.write(readme[:i] + "\n" + text + "\n" + readme[j:])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cli", default=os.path.join(ROOT, "build", "release", "membudget"))
     ap.add_argument("--results", action="append", help="a GPU truth file (default: every file of DEVICES)")
     ap.add_argument("--json")
+    ap.add_argument("--readme", action="store_true",
+                    help="rewrite README.md's tables of each device between its gpu-tables markers")
     ap.add_argument("--write-misses", action="store_true",
                     help="write each file's cases over target beside it (FILE-misses.json, "
                          "tests/python/test_accuracy_gpu.py's record)")
@@ -204,6 +261,8 @@ def main():
         rows, batches = compare_device(a.cli, result)
         print_device(os.path.basename(path), rows, batches)
         out[os.path.basename(path)] = {"cases": rows, "batches": batches}
+        if a.readme:
+            readme_tables(os.path.basename(path), tables(os.path.basename(path), rows, batches))
         if a.write_misses:
             ok = [r for r in rows if "error" not in r and "skipped" not in r]
             with open(path[:-len(".json")] + "-misses.json", "w") as f:
