@@ -23,7 +23,8 @@ static const char *const family_names[F_COUNT] = {"", "graph network", "vision t
 typedef struct margin_row {
   int family, prec;
   double fraction;
-  const char *basis;
+  /* sized as mb_budget's copy of it, so a longer text is a compile error, not cut short */
+  char basis[sizeof ((mb_budget *)0)->margin_basis];
 } margin_row;
 
 static const margin_row rows[] = {
@@ -31,10 +32,10 @@ static const margin_row rows[] = {
                          "(gpu-h100.json, gpu-h200.json)"},
   {F_VIT, P_FP32, 0.018, "ViT-B/16 solved 648 on the H100 where 636 trained, 1153 on the H200 where 1140 failed "
                          "(gpu-h100.json, gpu-h200.json)"},
-  {F_TRANSFORMER, P_FP32, 0.0, "none needed: the GPT-2-like decoder solved 364 on the H100, where 364 trained, and "
-                               "648 on the H200, where 648 trained and 649 failed (gpu-h100.json, gpu-h200.json)"},
-  {F_TRANSFORMER, P_MIXED, 0.005, "the Llama in AMP bf16 solved 1024 on the H200, where 965 trained and 966 failed "
-                                  "in the search's own process (gpu-h200.json)"},
+  {F_TRANSFORMER, P_FP32, 0.0, "none needed: the GPT-2-like decoder solved 364 on the H100 where 364 trained, 648 "
+                               "on the H200 where 649 failed (gpu-h100.json, gpu-h200.json)"},
+  {F_TRANSFORMER, P_MIXED, 0.167, "the Llama in AMP bf16 solved 1162 on the H200, where 966 failed: an extra "
+                                  "logits-sized segment comes and goes with the batch (gpu-h200.json)"},
 };
 
 static bool has_op(const mb_graph *g, const char *const *ops) {

@@ -352,7 +352,23 @@ static bool has_grad(const emitter *e, const mb_lnode *ln) {
 typedef struct loss_state {
   int32_t cast, logp, value, target;
   int32_t work; /* the dtype the loss is computed in (its value, its grad seed, the log-probs) */
+  bool amp_ce;  /* cross_entropy on 16-bit logits under CUDA autocast (amp_cross_entropy) */
 } loss_state;
+
+/* F.cross_entropy on 16-bit logits under CUDA autocast. cross_entropy_loss is in no autocast
+ * list, so its composite runs: at::log_softmax(self, dim, self.scalar_type()) (LossNLL.cpp,
+ * cross_entropy_loss_symint), and log_softmax is fp32_set_opt_dtype (autocast_mode.h:921,
+ * torch 2.11), which keeps a dtype the caller passed: the log-probs are 16-bit, kept by
+ * LogSoftmaxBackward0 (result_). nll_loss is in the fp32 list (autocast_mode.h:883): cached_cast
+ * makes an fp32 copy of the log-probs, which NllLossBackward0 keeps (self_). Measured on the H200
+ * (hf-llama-plain-adamw-amp-bf16-b8's snapshot): _log_softmax 125 MiB bf16, _to_copy 250 MiB fp32,
+ * then in backward nll_loss_backward 250 MiB fp32, ToCopyBackward0 125 MiB, and
+ * _log_softmax_backward_data 125 MiB, the logits' grad. */
+static bool amp_cross_entropy(const mb_builder *b) {
+  int32_t dt = b->ms[0].rt[b->loss_out];
+  return b->loss == MB_LOSS_CE && b->amp && !b->step->loss_fp32 && !b->step->cpu &&
+         (dt == MB_DTYPE_BFLOAT16 || dt == MB_DTYPE_FLOAT16);
+}
 
 /* The dtype the loss is computed in: the output's in pure fp16/bf16 (unless loss_dtype fp32),
  * else fp32 (autocast runs the losses in fp32). */
@@ -371,11 +387,18 @@ static int loss_forward(emitter *e, loss_state *ls) {
     ls->value = ys;
     return MB_OK;
   }
+  if ((ls->amp_ce = amp_cross_entropy(b))) {
+    ls->logp = fresh(e, 0, MB_SZ_VALUE, MB_CAT_ACTIVATION, y, ms->rt[y], "log_softmax (cross-entropy)");
+    ev(e, 1, 0, ls->logp, -1);
+    ls->cast = fresh(e, 0, MB_SZ_VALUE, MB_CAT_ACTIVATION, y, MB_DTYPE_FLOAT, "log-probs cast to fp32 for nll_loss");
+    ev(e, 1, 0, ls->cast, -1);
+    upcast = false;
+  }
   if (upcast) {
     ls->cast = fresh(e, 0, MB_SZ_VALUE, MB_CAT_TEMPORARY, y, MB_DTYPE_FLOAT, "loss input cast to fp32");
     ev(e, 1, 0, ls->cast, -1);
   }
-  if (b->loss == MB_LOSS_CE) {
+  if (b->loss == MB_LOSS_CE && !ls->amp_ce) {
     ls->logp = fresh(e, 0, MB_SZ_VALUE, MB_CAT_ACTIVATION, y, work, "log_softmax (cross-entropy)");
     ev(e, 1, 0, ls->logp, -1);
     if (ls->cast >= 0) release(e, 0, ls->cast, -1);
@@ -402,6 +425,21 @@ static int loss_backward(emitter *e, loss_state *ls) {
     return b->d->status;
   }
   int32_t g = seed;
+  if (ls->amp_ce) { /* amp_cross_entropy: back through nll_loss, the fp32 cast, log_softmax */
+    int32_t g32 = fresh(e, 0, MB_SZ_VALUE, MB_CAT_ACT_GRAD, y, MB_DTYPE_FLOAT, "grad of log_softmax");
+    ev(e, 1, 0, g32, -1);
+    release(e, 0, seed, -1);
+    release(e, 0, ls->cast, -1); /* NllLossBackward0 is done with its fp32 log-probs */
+    int32_t g16 = fresh(e, 0, MB_SZ_VALUE, MB_CAT_ACT_GRAD, y, ms->rt[y], "grad through the fp32 cast");
+    ev(e, 1, 0, g16, -1);
+    release(e, 0, g32, -1);
+    int32_t gx = fresh(e, 0, MB_SZ_VALUE, MB_CAT_ACT_GRAD, y, ms->rt[y], "grad of loss input");
+    ev(e, 1, 0, gx, -1);
+    release(e, 0, g16, -1);
+    release(e, 0, ls->logp, -1);
+    e->gslot[y] = gx;
+    return b->d->status;
+  }
   if (b->loss == MB_LOSS_CE) { /* nll_loss_backward fills a full-size grad of the log-probs */
     int32_t glogp = fresh(e, 0, MB_SZ_VALUE, MB_CAT_ACT_GRAD, y, work, "grad of log_softmax");
     ev(e, 1, 0, glogp, -1);

@@ -186,3 +186,35 @@ def test_loss_dtype_in_pure_bf16(cli, tmp_path, loss_dtype):
     assert allocs.get("grad of model output") == (2 * 1024 * 1000 if wide else None)
     freed = [e["tensor"] for e in events if e["event"] == "free" and e["phase"] == "loss"]
     assert freed == (["loss input cast to fp32"] if wide else [])
+
+
+def test_cross_entropy_on_bf16_logits_under_autocast(cli, tmp_path):
+    """F.cross_entropy on the bf16 logits of a Linear under CUDA autocast (1024 x 1000 logits,
+    2,048,000 bytes in bf16). cross_entropy_loss is in no autocast list; its composite calls
+    log_softmax with the logits' dtype, which fp32_set_opt_dtype keeps (torch 2.11
+    autocast_mode.h:921): bf16 log-probs, kept by LogSoftmaxBackward0. nll_loss is in the fp32
+    list (:883): an fp32 copy of the log-probs, 4,096,000 bytes, kept by NllLossBackward0.
+    Backward: nll_loss_backward's fp32 grad, then (the fp32 copy released) ToCopyBackward0's
+    bf16 grad, then _log_softmax_backward_data's bf16 grad of the logits. The H200 recorded the
+    same requests for the Hugging Face Llama (hf-llama-plain-adamw-amp-bf16-b8's snapshot).
+    At the fp32 grad: logits 2,048,000 + log-probs 2,048,000 + copy 4,096,000 + grad 4,096,000
+    = 12,288,000 bytes of loss tensors (14,336,000 with the log-probs in fp32)."""
+    x = tensor("x", "batch", 8)
+    path = model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [x], [tensor("y", "batch", 1000)],
+                 [init("w", 8, 1000)], tmp_path / "lin.onnx")
+    doc = trace(cli, path, "--batch", "1024", "--precision", "amp-bf16", "--backend", "cuda", "--rounding", "1")
+    seq = [(e["event"], e["tensor"], e["bytes"]) for e in doc["trace"] if e["phase"] in ("loss", "backward")
+           and e["bytes"] >= 1024 * 1000]
+    n = 1024 * 1000
+    assert seq[:6] == [
+        ("alloc", "log_softmax (cross-entropy)", 2 * n),
+        ("alloc", "log-probs cast to fp32 for nll_loss", 4 * n),
+        ("alloc", "grad of log_softmax", 4 * n),
+        ("free", "log-probs cast to fp32 for nll_loss", 4 * n),
+        ("alloc", "grad through the fp32 cast", 2 * n),
+        ("free", "grad of log_softmax", 4 * n),
+    ]
+    assert seq[6:9] == [("alloc", "grad of loss input", 2 * n), ("free", "grad through the fp32 cast", 2 * n),
+                        ("free", "log_softmax (cross-entropy)", 2 * n)]
+    live = {e["tensor"]: e["bytes"] for e in doc["trace"] if e["event"] == "alloc"}
+    assert "loss input cast to fp32" not in live  # the logits are not cast: the log-probs are
