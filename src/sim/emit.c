@@ -304,11 +304,11 @@ static int backward_node(emitter *e, const mb_lnode *ln) {
       ev(e, 1, 0, full[i], node);
       continue;
     }
+    expanded[i] = false;
+    if (cast[i] >= 0) continue; /* ToCopyBackward0 makes it, after this node: below */
     if ((grads[i] = new_grad(e, ln, i)) < 0) return b->d->status;
-    if (cast[i] >= 0) release(e, 0, cast[i], node);
     /* linear's weight gradient is mm's result transposed back: a view */
     views[i] = ln->rule == MB_G_FUSED_LINEAR && i == 1;
-    expanded[i] = false;
   }
   /* formula temporaries, alive together while the node runs */
   int32_t tmps[4], n_tmp = 0;
@@ -336,6 +336,17 @@ static int backward_node(emitter *e, const mb_lnode *ln) {
     }
   }
   for (int32_t k = 0; k < ln->n_saved; k++) release(e, 0, map(e, ln->saved[k]), node);
+  /* An input autocast cast gets its grad from the cast's own node, ToCopyBackward0, which the
+   * engine runs next: after this node has dropped its incoming grad and its saved tensors (the
+   * H200's recording of GPT-2 in AMP: lm_head's fp32 weight grad is made once its bf16 weight
+   * copy and the logits' grad are gone). A fresh dense tensor, never a view: a tied weight's
+   * second grad is then added into it in place. */
+  for (int32_t i = 0; i < ln->n_in; i++) {
+    if (cast[i] < 0 || grads[i] >= 0 || full[i] >= 0) continue;
+    if ((grads[i] = new_grad(e, ln, i)) < 0) return b->d->status;
+    release(e, 0, cast[i], node);
+    views[i] = false;
+  }
   for (int32_t i = 0; i < ln->n_in; i++)
     if (grads[i] >= 0) deliver(e, ms, ln->in[i], grads[i], views[i], expanded[i], itself[i] && n_itself > 1, node);
   return b->d->status;

@@ -461,20 +461,26 @@ static int autocast_input(mb_builder *b, int model, mb_lnode *ln, int32_t i, int
 
 /* The storage each input is read from, and the dtype of float results under the precision
  * (*out_float): the first float input's, the low dtype of a pure fp16/bf16 setup, or under
- * autocast what the op's autocast rule casts its inputs to (making the casts). */
+ * autocast what the op's autocast rule casts its inputs to (making the casts); an op autocast
+ * leaves alone promotes as PyTorch's result_type does, where a float tensor with dimensions
+ * wins over a zero-dim one or a Python scalar (TypeProperties.cpp, combine_categories of
+ * dimResult over zeroResult and wrappedResult): GPT-2's 0.5 * x keeps bf16 x bf16, though the
+ * exporter writes the 0.5 as an fp32 zero-dim constant. */
 static int cast_inputs(mb_builder *b, int model, mb_lnode *ln, bool host, wcache *wc, int32_t *n_wc,
                        int32_t *out_float) {
   const mb_model_state *ms = &b->ms[model];
   const mb_grad_rule *r = ln->r;
-  int32_t widest = 0, first_float = 0;
+  int32_t widest = 0, widest_scalar = 0, first_float = 0;
   for (int32_t i = 0; i < ln->n_in; i++) {
     int32_t v = ln->in[i];
     ln->in_slot[i] = v >= 0 ? ms->slot_of[v] : -1;
     ln->cast_slot[i] = ln->src_slot[i] = -1;
     if (v < 0 || !mb_dtype_is_float(ms->rt[v])) continue;
     if (!first_float) first_float = ms->rt[v];
-    if (!widest || mb_dtype_bits(ms->rt[v]) > mb_dtype_bits(widest)) widest = ms->rt[v];
+    int32_t *w = ms->t[v].rank == 0 ? &widest_scalar : &widest;
+    if (!*w || mb_dtype_bits(ms->rt[v]) > mb_dtype_bits(*w)) *w = ms->rt[v];
   }
+  if (!widest) widest = widest_scalar;
   *out_float = first_float ? first_float : MB_DTYPE_FLOAT;
   if (b->pure) *out_float = b->low;
   if (!b->amp || host) return MB_OK;
