@@ -5,8 +5,8 @@
     python3 scripts/refresh_doc_outputs.py [--cli build/release/membudget] [--check]
 
 For every shown line that is no longer in the real output, the output line it stands for is
-found (the one sharing the longest run of leading words, and at least its label: the words
-before the first figure) and put in its place, with the output's own spacing. A shown line
+found (one with the same label, the words before the first figure, and as many words, sharing
+the longest run of leading words) and put in its place, with the output's own spacing. A shown line
 with no such partner (a folded line, a line the command no longer prints) is reported and left
 for a person. --check only reports. The figures come from running the commands, so the docs
 then show what the code prints; read the diff before committing it."""
@@ -39,13 +39,17 @@ def label(s):
 
 
 def partner(line, outputs):
+    """The output line of the same label and the same number of words that shares the most
+    leading words; None where there is none (a folded line, a line no longer printed)."""
     want = line.split()
     need = label(line)
     best, best_n = None, 0
     for out in outputs:
         got = out.split()
+        if len(got) != len(want) or label(out) != need:
+            continue
         n = 0
-        while n < min(len(want), len(got)) and want[n] == got[n]:
+        while n < len(want) and want[n] == got[n]:
             n += 1
         if n >= max(len(need), 1) and n > best_n:
             best, best_n = out, n

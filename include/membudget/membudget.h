@@ -379,7 +379,8 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
  *   cublas_workspace  bytes per cuBLAS workspace (default from the GPU; 32MiB if unknown)
  *   cublaslt_workspace bytes of a separate cuBLASLt workspace per thread (default 0: it shares
  *                     the cuBLAS one, as PyTorch's OSS builds do)
- *   cudnn_workspace   the most one convolution call's cuDNN workspace takes (default 64MiB)
+ *   cudnn_workspace   the most one convolution call's cuDNN workspace takes, or auto (default:
+ *                     input + output + weight bytes, the measured rule; 0: none)
  *   cuda_version      the CUDA runtime, e.g. 12.8 (below 11.7: eager module loading)
  *   driver_version    the driver, e.g. 550 (below 515: eager module loading)
  *   module_loading    lazy | eager: CUDA_MODULE_LOADING                         (default lazy)

@@ -199,7 +199,8 @@ static void json_setup(mb_strbuf *sb, const mb_setup *s, const mb_plan *p) {
   mb_sb_puts(sb, ",\n    \"cublaslt_workspace\": ");
   mb_sb_json_u64(sb, tr->cublaslt_workspace);
   mb_sb_puts(sb, ",\n    \"cudnn_workspace\": ");
-  mb_sb_json_u64(sb, tr->cudnn_workspace);
+  if (tr->cudnn_workspace == MB_CUDNN_WORKSPACE_AUTO) mb_sb_puts(sb, "\"auto\"");
+  else mb_sb_json_u64(sb, tr->cudnn_workspace);
   char rule[256];
   uint64_t context = mb_train_context(tr, rule, sizeof rule);
   mb_sb_puts(sb, ",\n    \"context\": ");
@@ -392,8 +393,8 @@ static void json_trace(mb_strbuf *sb, const mb_plan *p, const uint64_t *bytes, c
 }
 
 /* What the allocator model did to device memory during the replayed steps, each event after
- * the trace event whose request caused it ("after", an index into "trace"; null: a cuDNN
- * workspace request). */
+ * the trace event whose request caused it ("after", an index into "trace"; cuDNN workspaces
+ * are trace events of their own). */
 static void json_allocator_trace(mb_strbuf *sb, const mb_reserve *res) {
   size_t n = 0;
   const mb_reserve_event *ev = mb_reserve_events(res, &n);

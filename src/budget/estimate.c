@@ -381,6 +381,10 @@ static mb_lines *new_lines(const mb_plan *p, const int32_t n_values[3]) {
     if (sl->rule == MB_SZ_ZERO || sl->rule == MB_SZ_FIXED || sl->ref < 0) continue;
     if (sl->eval && n_values[2]) used[2][sl->ref] = true;
     used[sl->eval ? 0 : sl->model][sl->ref] = true;
+    if (sl->ref2 >= 0) { /* a cuDNN workspace reads its convolution's input too */
+      if (sl->eval && n_values[2]) used[2][sl->ref2] = true;
+      used[sl->eval ? 0 : sl->model][sl->ref2] = true;
+    }
   }
   for (int g = 0; g < 3 && rc == MB_OK; g++)
     if (n_values[g]) rc = mb_lines_use(l, g, used[g]);

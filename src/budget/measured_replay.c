@@ -207,7 +207,8 @@ int mb_replay_step(mb_cuda *c, const mb_plan *p, const mb_setup *s, int64_t batc
       forward_done = true;
     }
     bool oom = false;
-    if (ev->alloc) {
+    if (p->slots[ev->slot].rule == MB_SZ_CONV_WS) { /* the device's own heuristic asks below */
+    } else if (ev->alloc) {
       if (bytes[i] && block[ev->slot] < 0 && mb_pool_alloc(&pool, bytes[i], &block[ev->slot], &oom, d) != MB_OK)
         goto done;
     } else {

@@ -2,10 +2,8 @@
  *
  * Requests are the plan's alloc/free events in order, on one stream (autograd runs a CUDA
  * op's backward on the stream its forward used), with zero-byte tensors skipped (PyTorch's
- * allocate(0) never reaches the allocator). Each cuDNN convolution call (forward, its backward,
- * a checkpoint's recompute) adds a transient workspace right after its outputs and gradients
- * are allocated: min(cudnn_workspace, the convolution's output bytes), a heuristic allowance
- * for benchmark=False (docs/allocator.md) [unverified].
+ * allocate(0) never reaches the allocator). cuDNN's convolution workspaces are the plan's own
+ * transient slots (sim/plan.c, conv_workspaces).
  *
  * Reserved memory is a steady-state figure: the step is replayed again on the warm cache, its
  * first step's leftovers (the .grad tensors: zero_grad(set_to_none=True)) freed first, until a
@@ -26,17 +24,9 @@
 
 #define MAX_ITERATIONS 4
 
-typedef struct conv_point {
-  int32_t after;  /* insert after this event */
-  int32_t out;    /* the event allocating the convolution's output (its bytes size the workspace) */
-} conv_point;
-
 struct mb_reserve {
   const mb_plan *p;
   mb_alloc *a;
-  uint64_t cudnn_cap;
-  conv_point *conv;
-  int32_t n_conv;
   int32_t first_step;  /* the first event after setup */
   int32_t *live;       /* per slot: its block, -1 none */
   bool *of_step;       /* per slot: allocated by the step, not by setup */
@@ -45,43 +35,6 @@ struct mb_reserve {
   int32_t iteration, after;
   int err;
 };
-
-static bool is_conv(const mb_plan *p, int model, int32_t node) {
-  const mb_model *m = model ? p->teacher : p->model;
-  if (!m || node < 0 || node >= m->graph->n_nodes) return false;
-  const char *op = m->graph->nodes[node].op_type;
-  return op && (!strcmp(op, "Conv") || !strcmp(op, "ConvTranspose"));
-}
-
-/* After the last allocation of each run of events a convolution node makes. */
-static int find_convs(mb_reserve *r, mb_diag *d) {
-  const mb_plan *p = r->p;
-  r->conv = calloc((size_t)p->n_ev + 1, sizeof *r->conv);
-  if (!r->conv) return mb_fail(d, MB_E_NOMEM, "out of memory");
-  for (int32_t i = 0; i < p->n_ev; i++) {
-    const mb_event_rec *e = &p->ev[i];
-    if (!e->alloc || e->node < 0 || !is_conv(p, e->model, e->node)) continue;
-    bool last = true; /* the run goes on while the node keeps allocating */
-    for (int32_t j = i + 1; j < p->n_ev && p->ev[j].node == e->node && p->ev[j].model == e->model &&
-                            p->ev[j].phase == e->phase; j++)
-      if (p->ev[j].alloc) last = false;
-    if (!last) continue;
-    /* the output: the first allocation of the node's first output value (the evaluation's
-     * forward: its own, at the evaluation's batch) */
-    const mb_model *m = e->model ? p->teacher : p->model;
-    const mb_node *n = &m->graph->nodes[e->node];
-    bool in_eval = e->phase == MB_PHASE_EVAL;
-    int32_t out = -1;
-    for (int32_t j = 0; j < p->n_ev && out < 0 && n->n_outputs > 0; j++) {
-      const mb_event_rec *x = &p->ev[j];
-      if (x->alloc && x->model == e->model && x->node == e->node && p->slots[x->slot].ref == n->outputs[0] &&
-          p->slots[x->slot].category == MB_CAT_ACTIVATION && (x->phase == MB_PHASE_EVAL) == in_eval)
-        out = j;
-    }
-    if (out >= 0) r->conv[r->n_conv++] = (conv_point){i, out};
-  }
-  return MB_OK;
-}
 
 int mb_reserve_create(const mb_plan *p, const mb_setup *s, mb_reserve **out, mb_diag *d) {
   const mb_train *tr = &s->train;
@@ -99,7 +52,6 @@ int mb_reserve_create(const mb_plan *p, const mb_setup *s, mb_reserve **out, mb_
   mb_reserve *r = calloc(1, sizeof *r);
   if (!r) return mb_fail(d, MB_E_NOMEM, "out of memory");
   r->p = p;
-  r->cudnn_cap = tr->cudnn_workspace;
   r->live = malloc(((size_t)p->n_slots + 1) * sizeof *r->live);
   r->of_step = malloc(((size_t)p->n_slots + 1) * sizeof *r->of_step);
   if (!r->live || !r->of_step || mb_alloc_create(&c, &r->a) != MB_OK) {
@@ -112,10 +64,6 @@ int mb_reserve_create(const mb_plan *p, const mb_setup *s, mb_reserve **out, mb_
       r->first_step = i;
       break;
     }
-  if (r->cudnn_cap && find_convs(r, d) != MB_OK) {
-    mb_reserve_free(r);
-    return d->status;
-  }
   *out = r;
   return MB_OK;
 }
@@ -123,7 +71,6 @@ int mb_reserve_create(const mb_plan *p, const mb_setup *s, mb_reserve **out, mb_
 void mb_reserve_free(mb_reserve *r) {
   if (!r) return;
   mb_alloc_free(r->a);
-  free(r->conv);
   free(r->live);
   free(r->of_step);
   free(r->rec);
@@ -203,11 +150,9 @@ int mb_reserve_run(mb_reserve *r, const uint64_t *bytes, bool rec, uint64_t give
           release(r, r->live[s]);
           r->live[s] = -1;
         }
-    int32_t c = 0;
     for (int32_t i = it == 1 ? 0 : r->first_step; i < p->n_ev && !r->err && !GIVE_UP; i++) {
       const mb_event_rec *e = &p->ev[i];
       r->after = i;
-      while (c < r->n_conv && r->conv[c].after < i) c++;
       if (it == 1 && i == p->step_first) make_lazy(r, bytes, out);
       if (it == 1 && i < r->first_step && e->alloc && p->slots[e->slot].lazy) continue; /* made above */
       if (bytes[i]) {
@@ -215,16 +160,11 @@ int mb_reserve_run(mb_reserve *r, const uint64_t *bytes, bool rec, uint64_t give
           release(r, r->live[e->slot]); /* a storage is allocated once at a time; defensive */
           r->live[e->slot] = request(r, bytes[i], out);
           r->of_step[e->slot] = i >= r->first_step;
+          if (p->slots[e->slot].rule == MB_SZ_CONV_WS && bytes[i] > out->cudnn_max) out->cudnn_max = bytes[i];
         } else {
           release(r, r->live[e->slot]);
           r->live[e->slot] = -1;
         }
-      }
-      if (c < r->n_conv && r->conv[c].after == i) {
-        uint64_t ws = bytes[r->conv[c].out] < r->cudnn_cap ? bytes[r->conv[c].out] : r->cudnn_cap;
-        if (ws > out->cudnn_max) out->cudnn_max = ws;
-        r->after = -1;
-        if (ws) release(r, request(r, ws, out));
       }
     }
     if (it == 1 && p->step_first >= p->n_ev && !GIVE_UP) make_lazy(r, bytes, out); /* a step of no events */

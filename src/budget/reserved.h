@@ -23,12 +23,11 @@ typedef struct mb_reserved {
 /* An allocator event of the replayed step (for the JSON trace). */
 typedef struct mb_reserve_event {
   int32_t iteration;       /* 1: the first step replayed, 2: the next, ... */
-  int32_t after;           /* the plan event it served (index into p->ev), -1: a cuDNN workspace */
+  int32_t after;           /* the plan event it served (index into p->ev) */
   mb_alloc_event e;
 } mb_reserve_event;
 
-/* The allocator settings of the setup (alloc_conf) on the setup's device; the plan's cuDNN
- * convolutions are found once here. */
+/* The allocator settings of the setup (alloc_conf) on the setup's device. */
 int mb_reserve_create(const mb_plan *p, const mb_setup *s, mb_reserve **out, mb_diag *d);
 void mb_reserve_free(mb_reserve *r);
 /* Replay the step whose per-event bytes a plan run gave (mb_plan_run's bytes). With record,

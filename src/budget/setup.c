@@ -21,7 +21,7 @@ static void set_backend(mb_train *t, bool cpu) {
   t->reserved_model = cpu ? MB_RESERVED_ALLOWANCE : MB_RESERVED_ALLOCATOR;
   t->context = 0;
   t->context_set = cpu;            /* CUDA's from the context table */
-  t->cudnn_workspace = cpu ? 0 : MB_CUDNN_WORKSPACE_DEFAULT;
+  t->cudnn_workspace = cpu ? 0 : MB_CUDNN_WORKSPACE_AUTO;
   t->cublaslt_workspace = 0;
   t->cublas_workspace = 0;
   t->cublas_workspace_set = cpu;   /* no cuBLAS */
@@ -354,7 +354,8 @@ MB_API int mb_setup_set(mb_setup *s, const char *key, const char *value) {
   } else if (!strcmp(key, "cublaslt_workspace")) {
     rc = parse_size(s, key, value, &t->cublaslt_workspace);
   } else if (!strcmp(key, "cudnn_workspace")) {
-    rc = parse_size(s, key, value, &t->cudnn_workspace);
+    if (!strcmp(value, "auto")) t->cudnn_workspace = MB_CUDNN_WORKSPACE_AUTO;
+    else rc = parse_size(s, key, value, &t->cudnn_workspace);
   } else if (!strcmp(key, "cuda_version")) {
     rc = parse_version(s, key, value, &t->cuda_version);
   } else if (!strcmp(key, "driver_version")) {

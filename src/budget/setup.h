@@ -13,7 +13,8 @@
 #include "util/diag.h"
 
 /* cuDNN's convolution workspace per call when not given: a heuristic allowance (docs/allocator.md) */
-#define MB_CUDNN_WORKSPACE_DEFAULT (64u * 1048576u)
+/* cudnn_workspace "auto": each convolution call asks what cuDNN's heuristic asks (sim/plan.c) */
+#define MB_CUDNN_WORKSPACE_AUTO UINT64_MAX
 
 /* How the model is trained (mb_setup_set keys; defaults in setup.c). The options the
  * simulation reads go to it as a step description (sim/step.h, built in step.c), whose enums
@@ -46,7 +47,7 @@ typedef struct mb_train {
   char *alloc_conf;         /* PYTORCH_CUDA_ALLOC_CONF (validated when set), or NULL */
   bool alloc_conf_set;      /* given, even empty (a replay then ignores the snapshot's own) */
   uint64_t cublaslt_workspace; /* a separate cuBLASLt workspace per thread; 0: shares cuBLAS's */
-  uint64_t cudnn_workspace; /* the most one convolution call's workspace takes */
+  uint64_t cudnn_workspace; /* the most one convolution call's workspace takes; AUTO: no cap */
   bool context_set;         /* context was given; else the context table decides */
   int cuda_version;         /* major x 100 + minor (1208); 0: not given (PyTorch 2 wheels: >= 11.7) */
   int driver_version;       /* the driver's major (550); 0: not given */

@@ -26,6 +26,7 @@ void mb_setup_step(const mb_setup *s, mb_step *out) {
       .eval = t->eval,
       .rounding = t->rounding,
       .workspace = mb_train_workspace(t),
+      .cudnn_workspace = t->cudnn_workspace,
       .batch = s->batch,
       .batch_max = t->batch_max,
       .dist = t->dist,

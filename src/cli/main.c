@@ -38,7 +38,7 @@ static const char USAGE[] =
   "           [--grad-accumulation N] [--master-weights] [--context SIZE]\n"
   "           [--reserved allocator|allowance] [--alloc-conf CONF]\n"
   "           [--fragmentation F] [--cublas-workspace SIZE] [--cublaslt-workspace SIZE]\n"
-  "           [--cudnn-workspace SIZE] [--cuda-version X.Y] [--driver-version N]\n"
+  "           [--cudnn-workspace SIZE|auto] [--cuda-version X.Y] [--driver-version N]\n"
   "           [--module-loading lazy|eager] [--rounding N]\n"
   "           [--backend cuda|cpu] [--foreach 0|1] [--grad-sum inplace|copy]\n"
   "           [--mode static|measured] [--cuda-device N] [--json [--trace]]\n"

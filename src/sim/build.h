@@ -13,6 +13,8 @@
 #define MB_LN_MAX_SAVED 12
 
 /* A logical node: one ONNX node, or one fused pattern run at its last member. */
+enum { MB_WS_FORWARD, MB_WS_DATA, MB_WS_FILTER };
+
 typedef struct mb_lnode {
   int32_t node;           /* ONNX node index (the last member of a fused pattern) */
   int32_t rule;           /* mb_grad_id */
@@ -29,6 +31,8 @@ typedef struct mb_lnode {
   bool *out_new;          /* per output: a storage this node allocates (not a view) */
   int32_t stats_slot[2];  /* fp32 statistics / masks / indices kept for backward (norms keep
                            * mean and rstd as two tensors), -1 when unused */
+  int32_t ws_slot[3];     /* a cuDNN convolution's transient workspaces (MB_WS_FORWARD, _DATA,
+                           * _FILTER), -1 when the call asks for none */
   int32_t saved[MB_LN_MAX_SAVED];
   int32_t n_saved;
   bool record;            /* autograd records it: some input requires grad */

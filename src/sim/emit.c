@@ -22,6 +22,13 @@
 
 /* recompute: allocate mapped storages and release only those (outside inputs are held by the
  * segment, not consumed) */
+/* A storage made and let go within one call: a cuDNN workspace. */
+static void transient(emitter *e, int model, int32_t sl, int32_t node) {
+  if (sl < 0) return;
+  ev(e, 1, model, sl, node);
+  ev(e, 0, model, sl, node);
+}
+
 static int forward_node(emitter *e, int model, const mb_lnode *ln, bool keep_saved, bool recompute) {
   int32_t node = ln->node;
   for (int32_t i = 0; i < ln->n_in; i++)
@@ -30,6 +37,7 @@ static int forward_node(emitter *e, int model, const mb_lnode *ln, bool keep_sav
     if (ln->out_new[j]) ev(e, 1, model, map(e, ln->out_slot[j]), node);
   for (int k = 0; k < 2; k++)
     if (ln->stats_slot[k] >= 0) ev(e, 1, model, map(e, ln->stats_slot[k]), node);
+  transient(e, model, ln->ws_slot[MB_WS_FORWARD], node);
   if (keep_saved)
     for (int32_t k = 0; k < ln->n_saved; k++) hold(e, map(e, ln->saved[k]));
   for (int32_t i = 0; i < 2 * ln->n_in; i++) {
@@ -296,6 +304,7 @@ static int backward_node(emitter *e, const mb_lnode *ln) {
       cast[i] = fresh(e, 0, MB_SZ_VALUE, MB_CAT_ACT_GRAD, v, slot(e, ln->in_slot[i])->dtype, "grad through autocast");
       if (cast[i] < 0) return b->d->status;
       ev(e, 1, 0, cast[i], node);
+      if (i < 2) transient(e, 0, ln->ws_slot[MB_WS_DATA + i], node); /* a convolution's backward call */
     }
     /* not for an input whose grad is the output's grad itself (add's): only its sum is new */
     if ((r->flags & MB_GF_POINTWISE) && !same && out0 >= 0 && ms->t[out0].rank >= 0 && !shapes_equal(ms, v, out0)) {
@@ -307,6 +316,7 @@ static int backward_node(emitter *e, const mb_lnode *ln) {
     expanded[i] = false;
     if (cast[i] >= 0) continue; /* ToCopyBackward0 makes it, after this node: below */
     if ((grads[i] = new_grad(e, ln, i)) < 0) return b->d->status;
+    if (i < 2) transient(e, 0, ln->ws_slot[MB_WS_DATA + i], node); /* a convolution's backward call */
     /* linear's weight gradient is mm's result transposed back: a view */
     views[i] = ln->rule == MB_G_FUSED_LINEAR && i == 1;
   }

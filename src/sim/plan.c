@@ -37,6 +37,7 @@ int mb_slot_new(mb_builder *b, int model, int rule, int category, int32_t ref, i
   sl->rule = (uint8_t)rule;
   sl->category = (uint8_t)category;
   sl->ref = ref;
+  sl->ref2 = -1;
   sl->dtype = dtype;
   sl->factor = 1;
   sl->name = name;
@@ -397,6 +398,7 @@ static int alloc_lnode(mb_builder *b, mb_lnode *ln) {
   if (!ln->in_slot || !ln->cast_slot || !ln->src_slot || !ln->out_slot || !ln->out_new)
     return mb_fail(b->d, MB_E_NOMEM, "out of memory");
   ln->stats_slot[0] = ln->stats_slot[1] = -1;
+  ln->ws_slot[0] = ln->ws_slot[1] = ln->ws_slot[2] = -1;
   ln->r = mb_grad_rule_of(ln->rule);
   return MB_OK;
 }
@@ -632,6 +634,43 @@ static int count_reads(mb_builder *b, mb_lnode *ln) {
   return MB_OK;
 }
 
+/* cuDNN's convolution workspaces. With benchmark off, PyTorch runs the first execution plan of
+ * cuDNN's heuristic list that works and allocates exactly plan.getWorkspaceSize() bytes from the
+ * caching allocator for the call, freed when the call returns (Conv_v8.cpp: run_single_conv,
+ * try_configs, run_conv_plan); a zero size makes no request. A trained convolution makes three
+ * calls: forward, backward-data (when its input needs a grad) and backward-filter (when its
+ * weight trains). The size is cuDNN's heuristic's, not PyTorch's arithmetic; measured on the
+ * H100 and the H200 (cuDNN 9.19, torch 2.11: the snapshots in bench/truth/results), the calls
+ * ask for about input + output + weight bytes in the call's dtype, +16 (77 of 231 exactly, the
+ * rest around it: 0 for some 1x1 convolutions, 8 x weight for some backward-filter calls), and
+ * with that rule the largest batches' phase peaks of ResNet-18, ResNet-50 and the UNet come out
+ * within 0.1%. Depthwise convolutions take PyTorch's own kernel (no cuDNN call, no workspace);
+ * cudnn_workspace caps each call (0: no workspace). */
+static int conv_workspaces(mb_builder *b, int model, mb_lnode *ln, const mb_node *n) {
+  const mb_model_state *ms = &b->ms[model];
+  if (b->step->cpu || !b->step->cudnn_workspace || n->domain[0] || (!is_op(n, "Conv") && !is_op(n, "ConvTranspose")))
+    return MB_OK;
+  int32_t x = ln->n_in > 0 ? ln->in[0] : -1, w = ln->n_in > 1 ? ln->in[1] : -1, y = ln->n_out > 0 ? ln->out[0] : -1;
+  if (x < 0 || w < 0 || y < 0 || ms->t[x].rank < 3 || ms->t[w].rank < 3) return MB_OK;
+  int64_t group = attr_i(n, "group", 1);
+  if (group > 1 && group == ms->t[x].dims[1]) return MB_OK; /* depthwise: PyTorch's own kernel */
+  int32_t dtype = ln->in_slot[0] >= 0 ? b->p->slots[ln->in_slot[0]].dtype : ms->rt[x];
+  uint64_t wbytes = 0;
+  if (mb_dtype_bytes(dtype, mb_tinfo_numel(&ms->t[w]), &wbytes) != MB_OK) return MB_OK;
+  static const char *const names[3] = {"cuDNN workspace (forward)", "cuDNN workspace (backward data)",
+                                       "cuDNN workspace (backward filter)"};
+  bool calls[3] = {true, ln->record && ms->rg[x], ln->record && ms->rg[w]};
+  for (int k = 0; k < 3; k++) {
+    if (!calls[k]) continue;
+    int32_t sl = mb_slot_new(b, model, MB_SZ_CONV_WS, MB_CAT_TEMPORARY, y, dtype, names[k]);
+    if (sl < 0) return b->d->status;
+    b->p->slots[sl].ref2 = x;
+    b->p->slots[sl].fixed = wbytes + 16;
+    ln->ws_slot[k] = sl;
+  }
+  return MB_OK;
+}
+
 /* One logical node, in the order PyTorch meets it: where it runs, whether autograd records
  * it, the copies its inputs go through, its outputs' storages, what backward keeps of it, and
  * the reads that hold its inputs alive. */
@@ -646,6 +685,7 @@ static int build_one(mb_builder *b, int model, mb_lnode *ln, wcache *wc, int32_t
       bind_outputs(b, model, ln, host, out_float) != MB_OK)
     return b->d->status;
   if (ln->record) keep_for_backward(b, model, ln);
+  if (!host && conv_workspaces(b, model, ln, n) != MB_OK) return b->d->status;
   return count_reads(b, ln);
 }
 
@@ -942,6 +982,7 @@ int mb_plan_build(const mb_model *m, const mb_step *step, mb_plan **out, mb_diag
   }
   p->model = b.ms[0].m = m;
   p->teacher = b.ms[1].m = b.step->teacher;
+  p->cudnn_cap = b.step->cudnn_workspace;
   int n_models = b.step->teacher ? 2 : 1;
   for (int k = 0; k < n_models && d->status == MB_OK; k++)
     if (shapes_for_plan(&b, k) == MB_OK) mb_build_lnodes(&b, k);

@@ -22,7 +22,10 @@ enum mb_size_rule {
   MB_SZ_CHANNELS, /* dims[1] of ref */
   MB_SZ_NC,       /* dims[0] x dims[1] of ref */
   MB_SZ_LSE,      /* numel(ref) / last dim: one per attention query row */
-  MB_SZ_TARGET    /* numel(ref) / dims[axis]: one class index per prediction */
+  MB_SZ_TARGET,   /* numel(ref) / dims[axis]: one class index per prediction */
+  MB_SZ_CONV_WS   /* a cuDNN convolution call's workspace: numel(ref) + numel(ref2) elements of
+                   * dtype plus fixed bytes (the output, the input and the weight: plan.c),
+                   * at most the plan's cudnn_cap */
 };
 
 /* Slots that stand for something the budget reports apart (run.c sums their bytes). */
@@ -44,6 +47,7 @@ typedef struct mb_slot {
   uint8_t category;  /* mb_category */
   int8_t axis;
   int32_t ref;       /* value of that model's main graph */
+  int32_t ref2;      /* MB_SZ_CONV_WS: a second value (the convolution's input), else -1 */
   int32_t dtype;     /* element type on the device */
   int32_t factor;    /* element multiplier (2 statistics per row, ...) */
   uint64_t fixed;    /* MB_SZ_FIXED bytes */
@@ -71,6 +75,7 @@ typedef struct mb_plan {
   mb_event_rec *ev;
   int32_t n_ev, cap_ev;
   bool states_at_init;  /* optimizer states exist on the first step too */
+  uint64_t cudnn_cap;   /* the most one cuDNN workspace takes (MB_SZ_CONV_WS) */
   uint64_t host_bytes;  /* offloaded to host memory (dist offload): not device events */
   int64_t eval_batch;   /* the evaluation phase's batch: 0 none, -1 the training batch */
   int32_t step_end;     /* with an evaluation: its first event, zero_grad's (optimizer.step()

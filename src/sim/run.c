@@ -29,22 +29,31 @@ static uint64_t elems(const mb_slot *s, const mb_tinfo *t) {
     }
     case MB_SZ_TARGET:
       return s->axis < r && x->dims[s->axis] ? numel / (uint64_t)x->dims[s->axis] : numel;
+    case MB_SZ_CONV_WS: {
+      uint64_t other = s->ref2 >= 0 && t[s->ref2].rank >= 0 ? mb_tinfo_numel(&t[s->ref2]) : 0;
+      return numel + other; /* two tensor sizes: no overflow below 2^62 each */
+    }
     default: return 0;
   }
 }
 
-static uint64_t slot_bytes(const mb_slot *s, const mb_tinfo *t, uint64_t rounding) {
+static uint64_t slot_bytes(const mb_plan *p, const mb_slot *s, const mb_tinfo *t, uint64_t rounding) {
   uint64_t bytes = 0;
   if (s->rule == MB_SZ_ZERO) return 0;
   if (s->rule == MB_SZ_FIXED) bytes = s->fixed;
   else if (mb_dtype_bytes(s->dtype, elems(s, t) * (uint64_t)s->factor, &bytes) != MB_OK) bytes = 0;
+  if (s->rule == MB_SZ_CONV_WS) { /* plus the weight's bytes, at most the cap */
+    uint64_t sum = bytes > UINT64_MAX - s->fixed ? UINT64_MAX : bytes + s->fixed;
+    bytes = sum < p->cudnn_cap ? sum : p->cudnn_cap;
+  }
   return mb_round_block(bytes, rounding);
 }
 
 /* The size of slot sl: one tensor's rounded bytes times the copies it stands for; false when
  * that overflows (a batch absurdly large: the solve counts it as not fitting). */
-static bool sized(const mb_slot *sl, const mb_tinfo *t, uint64_t rounding, uint64_t *one, uint64_t *all) {
-  *one = slot_bytes(sl, t, rounding);
+static bool sized(const mb_plan *p, const mb_slot *sl, const mb_tinfo *t, uint64_t rounding, uint64_t *one,
+                  uint64_t *all) {
+  *one = slot_bytes(p, sl, t, rounding);
   if (sl->copies > 1 && *one > (UINT64_C(1) << 62) / sl->copies) return false;
   *all = *one * sl->copies;
   return true;
@@ -58,7 +67,7 @@ static bool size_slot(const mb_plan *p, int32_t i, const mb_tinfo *const t[3], c
                       uint64_t rounding, int64_t batch, mb_run *r, uint64_t *size, mb_diag *d) {
   const mb_slot *sl = &p->slots[i];
   uint64_t one = 0;
-  if (!sized(sl, sl->eval ? t_eval : t[sl->model], rounding, &one, &size[i])) {
+  if (!sized(p, sl, sl->eval ? t_eval : t[sl->model], rounding, &one, &size[i])) {
     mb_fail(d, MB_E_LIMIT, "at batch %lld: %u copies of '%s' overflow", (long long)batch, (unsigned)sl->copies,
             sl->name ? sl->name : "a tensor");
     return false;

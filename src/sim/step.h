@@ -84,6 +84,7 @@ typedef struct mb_step {
   mb_loop_opts loop;        /* resolved: the preset's values where no key overrode them */
   uint64_t rounding;        /* the allocator's block: device bytes round up to it (<= 1: exact) */
   uint64_t workspace;       /* bytes of one thread's GEMM workspaces (cuBLAS's and cuBLASLt's) */
+  uint64_t cudnn_workspace; /* the most one cuDNN convolution call's workspace takes; 0: none */
   int64_t batch;            /* the batch size asked for; -1 when the budget solves for one */
   int64_t batch_max;        /* the largest batch size a solve may try */
   mb_shape_inputs shapes;   /* what shape inference binds the graph inputs with */

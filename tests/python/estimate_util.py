@@ -13,11 +13,12 @@ from onnx import TensorProto, helper, numpy_helper
 from conftest import run
 
 F = TensorProto.FLOAT
-# exact tensor bytes, no allocator rounding, no context or allowance, no cuBLAS workspace; and
+# exact tensor bytes, no allocator rounding, no context or allowance, no cuBLAS or cuDNN workspace; and
 # the loop these derivations write: out and the loss deleted when backward returns (a later
 # --hold-outputs or --loop in a test's own flags wins)
 TIDY = ["--hold-outputs", "backward"]
-EXACT = ["--rounding", "1", "--context", "0", "--fragmentation", "0", "--cublas-workspace", "0", *TIDY]
+EXACT = ["--rounding", "1", "--context", "0", "--fragmentation", "0", "--cublas-workspace", "0", "--cudnn-workspace", "0",
+         *TIDY]
 
 
 def init(name, *dims):

@@ -11,7 +11,7 @@ from test_estimate_batches import SGD, SIZES, largest, mp_layer, mp_step, sizes_
 from test_estimate_bounds import dynamo_pool  # noqa: F401 (fixture)
 
 EXACT_KW = {"optimizer": "sgd", "rounding": 1, "context": 0, "fragmentation": 0, "cublas_workspace": 0,
-            "hold_outputs": "backward"}  # estimate_util.EXACT as keywords
+            "hold_outputs": "backward", "options": {"cudnn_workspace": "0"}}  # estimate_util.EXACT as keywords
 
 
 def cli_doc(cli, path, *args):

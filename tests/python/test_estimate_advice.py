@@ -66,7 +66,7 @@ CASES = [
                   "--batch-min", "64"]),
     ("vit-solved", [MODELS / "vit_b_16.onnx", "--gpu", "a100-40gb", "--advise"]),
     ("unet-no-device", [MODELS / "unet_like.onnx", "--batch", "8", "--advise"]),
-    ("teacher", [MODELS / "resnet18.onnx", "--teacher", MODELS / "resnet50.onnx", "--gpu", "t4", "--batch", "512"]),
+    ("teacher", [MODELS / "resnet18.onnx", "--teacher", MODELS / "resnet50.onnx", "--gpu", "t4", "--batch", "640"]),
     ("lora", [TRUTH / "hf__llama_lora.onnx", "--gpu", "t4", "--dim", "sequence=512", "--batch", "64"]),
     ("gnn-graphs", [TRUTH / "gnn__gat.onnx", "--device-memory", "2GiB", "--per-sample", "nodes=37,edges=120",
                     "--batch", "4096"]),
@@ -154,7 +154,7 @@ def test_accumulation_counts_graphs(cli):
 
 
 def test_teacher_offload_and_lora(cli):
-    t = doc(cli, MODELS / "resnet18.onnx", "--teacher", MODELS / "resnet50.onnx", "--gpu", "t4", "--batch", "512",
+    t = doc(cli, MODELS / "resnet18.onnx", "--teacher", MODELS / "resnet50.onnx", "--gpu", "t4", "--batch", "640",
             check=3)
     off = [line for line in t["advice"]["lines"] if line["kind"] == "teacher_offload"]
     assert off and off[0]["flags"] == ["--teacher-offload"]
