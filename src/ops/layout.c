@@ -400,7 +400,6 @@ const mb_op_def mb_ops_layout[] = {
   {"", "TopK", 1, 1, top_k, MB_G_TOPK},
   {"", "Einsum", 12, 1, einsum, MB_G_EINSUM},
   {"", "GroupNormalization", 18, 3, like_input, MB_G_GROUPNORM},
-  {"", "RMSNormalization", 23, 2, like_input, MB_G_RMSNORM},
   {"", "MeanVarianceNormalization", 9, 1, like_input, MB_G_SAVE_X},
   {"", "ReverseSequence", 10, 2, like_input, MB_G_NOTHING},
   {"", "EyeLike", 9, 1, like_input_dtype, MB_G_NONDIFF},
