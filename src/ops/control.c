@@ -183,8 +183,9 @@ static int scan_op(mb_op_ctx *c) {
 }
 
 const mb_op_def mb_ops_control[] = {
-  {"", "If", 1, 1, if_op, MB_G_DEFAULT},
-  {"", "Loop", 1, 0, loop_op, MB_G_DEFAULT},
-  {"", "Scan", 9, 1, scan_op, MB_G_DEFAULT},
+  {"", "If", 1, 1, 1, MB_OP_ANY, if_op, MB_G_DEFAULT},
+  {"", "Loop", 1, 1, MB_OP_ANY, MB_OP_ANY, loop_op, MB_G_DEFAULT},
+  {"", "Loop", 11, 0, MB_OP_ANY, MB_OP_ANY, loop_op, MB_G_DEFAULT},
+  {"", "Scan", 9, 1, MB_OP_ANY, MB_OP_ANY, scan_op, MB_G_DEFAULT},
 };
 const size_t mb_ops_control_count = sizeof mb_ops_control / sizeof mb_ops_control[0];

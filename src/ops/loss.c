@@ -34,10 +34,10 @@ static int optimizer(mb_op_ctx *c) {
 }
 
 const mb_op_def mb_ops_loss[] = {
-  {"", "NegativeLogLikelihoodLoss", 12, 2, loss, MB_G_INDEX1},
-  {"", "SoftmaxCrossEntropyLoss", 12, 2, loss, MB_G_CROSS_ENTROPY},
-  {"ai.onnx.preview.training", "Adagrad", 1, 5, optimizer, MB_G_NONDIFF},
-  {"ai.onnx.preview.training", "Momentum", 1, 5, optimizer, MB_G_NONDIFF},
-  {"ai.onnx.preview.training", "Adam", 1, 6, optimizer, MB_G_NONDIFF},
+  {"", "NegativeLogLikelihoodLoss", 12, 2, 3, 1, loss, MB_G_INDEX1},
+  {"", "SoftmaxCrossEntropyLoss", 12, 2, 3, 2, loss, MB_G_CROSS_ENTROPY},
+  {"ai.onnx.preview.training", "Adagrad", 1, 5, MB_OP_ANY, MB_OP_ANY, optimizer, MB_G_NONDIFF},
+  {"ai.onnx.preview.training", "Momentum", 1, 5, MB_OP_ANY, MB_OP_ANY, optimizer, MB_G_NONDIFF},
+  {"ai.onnx.preview.training", "Adam", 1, 6, MB_OP_ANY, MB_OP_ANY, optimizer, MB_G_NONDIFF},
 };
 const size_t mb_ops_loss_count = sizeof mb_ops_loss / sizeof mb_ops_loss[0];

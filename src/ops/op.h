@@ -79,11 +79,18 @@ struct mb_op_ctx {
 
 typedef int (*mb_shape_fn)(mb_op_ctx *c);
 
+/* An entry's arity, as the ONNX schema of each opset it covers gives it (an op whose arity
+ * changed has an entry per change; tests/python/test_op_table.py holds the table to the onnx
+ * package's schemas). A node with more inputs or outputs than its entry takes is refused at
+ * load (mb_ops_resolve_model); one with fewer given inputs than min_inputs by shape inference. */
+#define MB_OP_ANY (-1)    /* max_inputs / max_outputs of a variadic op: any number */
 typedef struct mb_op_def {
   const char *domain;     /* "" = ai.onnx */
   const char *op_type;
   int32_t since;          /* first opset version this entry applies to */
-  int32_t min_inputs;
+  int32_t min_inputs;     /* inputs that must be given (not omitted): the required ones */
+  int32_t max_inputs;     /* input slots, omitted ones ("") included; MB_OP_ANY: variadic */
+  int32_t max_outputs;    /* output slots, omitted ones included; MB_OP_ANY: variadic */
   mb_shape_fn shape;
   uint8_t grad;           /* mb_grad_id (ops/grad.h) */
 } mb_op_def;

@@ -58,12 +58,12 @@ static int qlinear_matmul(mb_op_ctx *c) { /* a, a_scale, a_zp, b, b_scale, b_zp,
 }
 
 const mb_op_def mb_ops_quant[] = {
-  {"", "QuantizeLinear", 10, 2, quantize, MB_G_NONDIFF},
-  {"", "DequantizeLinear", 10, 2, dequantize, MB_G_NONDIFF},
-  {"", "DynamicQuantizeLinear", 11, 1, dynamic_quantize, MB_G_NONDIFF},
-  {"", "ConvInteger", 10, 2, conv_integer, MB_G_NONDIFF},
-  {"", "QLinearConv", 10, 8, qlinear_conv, MB_G_NONDIFF},
-  {"", "MatMulInteger", 10, 2, matmul_integer, MB_G_NONDIFF},
-  {"", "QLinearMatMul", 10, 8, qlinear_matmul, MB_G_NONDIFF},
+  {"", "QuantizeLinear", 10, 2, 3, 1, quantize, MB_G_NONDIFF},
+  {"", "DequantizeLinear", 10, 2, 3, 1, dequantize, MB_G_NONDIFF},
+  {"", "DynamicQuantizeLinear", 11, 1, 1, 3, dynamic_quantize, MB_G_NONDIFF},
+  {"", "ConvInteger", 10, 2, 4, 1, conv_integer, MB_G_NONDIFF},
+  {"", "QLinearConv", 10, 8, 9, 1, qlinear_conv, MB_G_NONDIFF},
+  {"", "MatMulInteger", 10, 2, 4, 1, matmul_integer, MB_G_NONDIFF},
+  {"", "QLinearMatMul", 10, 8, 8, 1, qlinear_matmul, MB_G_NONDIFF},
 };
 const size_t mb_ops_quant_count = sizeof mb_ops_quant / sizeof mb_ops_quant[0];

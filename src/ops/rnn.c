@@ -37,8 +37,8 @@ static int recurrent(mb_op_ctx *c) {
 }
 
 const mb_op_def mb_ops_rnn[] = {
-  {"", "RNN", 1, 2, recurrent, MB_G_RNN},
-  {"", "GRU", 1, 2, recurrent, MB_G_RNN},
-  {"", "LSTM", 1, 2, recurrent, MB_G_RNN},
+  {"", "RNN", 1, 3, 6, 2, recurrent, MB_G_RNN},
+  {"", "GRU", 1, 3, 6, 2, recurrent, MB_G_RNN},
+  {"", "LSTM", 1, 3, 8, 3, recurrent, MB_G_RNN},
 };
 const size_t mb_ops_rnn_count = sizeof mb_ops_rnn / sizeof mb_ops_rnn[0];

@@ -117,6 +117,15 @@ def zero_size(op):
     return model(g)
 
 
+def extra_io(inputs, outputs):
+    """Relu with more input or output slots than its one each ('' slots count, as onnx.checker
+    counts them)"""
+    node = helper.make_node("Relu", inputs, outputs, name="relu")
+    g = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, ["batch", 4])],
+                          [vi(o, TensorProto.FLOAT, ["batch", 4]) for o in outputs if o])
+    return model(g)
+
+
 def twice_imported():
     return model(relu_graph(), opset=[helper.make_opsetid("", 17), helper.make_opsetid("", 18)])
 
@@ -272,6 +281,10 @@ CASES = {
     "attr-axis-float.onnx": concat_float_axis,
     "gemm-bias-zero-size.onnx": lambda: zero_size("Gemm"),
     "layernorm-scale-zero-size.onnx": lambda: zero_size("LayerNormalization"),
+    # more inputs or outputs than the op takes (the schema's counts: Relu takes one of each)
+    "extra-input-relu.onnx": lambda: extra_io(["x", "x"], ["y"]),
+    "extra-input-omitted-relu.onnx": lambda: extra_io(["x", ""], ["y"]),
+    "extra-output-relu.onnx": lambda: extra_io(["x"], ["y", "z"]),
     # a NUL would cut a name short in protobuf-c's C strings: a silently different name
     "name-with-nul.onnx": nul_in_name,
     "external-nul-dotdot.onnx": lambda: external("w.bin\x00/../../etc/passwd"),
