@@ -5,10 +5,7 @@
 #include "graph/dtype.h"
 #include "ops/op.h"
 
-static const mb_graph *graph_attr(const mb_op_ctx *c, const char *name) {
-  const mb_attr *a = mb_op_attr(c, name);
-  return a ? a->g : NULL;
-}
+static const mb_graph *graph_attr(const mb_op_ctx *c, const char *name) { return mb_op_attr_g(c, name); }
 
 static bool same_type(const mb_tinfo *a, const mb_tinfo *b) {
   if (a->dtype != b->dtype || a->rank != b->rank) return false;

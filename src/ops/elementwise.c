@@ -194,7 +194,7 @@ static int where_op(mb_op_ctx *c) {
  * (opset 11+ inputs, each optional; attributes before). False when given but unknown. */
 static bool clip_bound(mb_op_ctx *c, int32_t i, double *v) {
   if (c->opset < 11) {
-    const mb_attr *a = mb_op_attr(c, i == 1 ? "min" : "max");
+    const mb_attr *a = mb_op_attr_typed(c, i == 1 ? "min" : "max", MB_ATTR_FLOAT);
     if (a) *v = a->f;
     return true;
   }

@@ -12,6 +12,14 @@ static int like_input(mb_op_ctx *c) { /* output 0 has input 0's shape and type *
   return rc ? rc : mb_op_set(c, 0, x->dtype, x->rank, x->dims);
 }
 
+/* ScatterElements, ScatterND: shaped like the data; the reduction (opset 16, max and min from
+ * 18) says which scatter PyTorch ran (sim/plan.c: refine_rule), so it is checked here. */
+static int scatter(mb_op_ctx *c) {
+  static const char *const reductions[] = {"none", "add", "mul", "max", "min", NULL};
+  (void)mb_op_attr_enum(c, "reduction", "none", reductions);
+  return like_input(c);
+}
+
 static int resize(mb_op_ctx *c) {
   const mb_tinfo *x;
   int rc = mb_op_input(c, 0, &x);
@@ -37,11 +45,11 @@ static int resize(mb_op_ctx *c) {
   }
   const double *scales = NULL;
   if (old && c->n_in < 2) { /* Upsample-7: scales attribute */
-    const mb_attr *a = mb_op_attr(c, "scales");
-    if (!a || a->n_floats != (uint64_t)x->rank) return mb_op_fail(c, "missing scales");
+    const float *sc;
+    if (mb_op_attr_floats(c, "scales", &sc) != (uint64_t)x->rank) return mb_op_fail(c, "missing scales");
     for (int32_t k = 0; k < x->rank; k++)
-      if (!mb_floor_dim((double)x->dims[k] * a->floats[k], &dims[k]))
-        return mb_op_fail(c, "scale %g gives an invalid size", (double)a->floats[k]);
+      if (!mb_floor_dim((double)x->dims[k] * sc[k], &dims[k]))
+        return mb_op_fail(c, "scale %g gives an invalid size", (double)sc[k]);
     return mb_op_set(c, 0, x->dtype, x->rank, dims);
   }
   if (c->n_in <= scales_in || !c->in[scales_in] || !(scales = mb_op_fvalues(c, scales_in, &n)))
@@ -178,12 +186,12 @@ static int top_k(mb_op_ctx *c) {
 
 /* Einsum: explicit ("ij,jk->ik") or implicit output; "..." broadcasts. */
 static int einsum(mb_op_ctx *c) {
-  const mb_attr *a = mb_op_attr(c, "equation");
-  if (!a || !a->s) return mb_op_fail(c, "missing equation");
+  const char *equation = mb_op_attr_s(c, "equation", NULL);
+  if (!equation) return mb_op_fail(c, "missing equation");
   int64_t size[128];
   for (int k = 0; k < 128; k++) size[k] = -1;
   int count[128] = {0};
-  const char *p = a->s;
+  const char *p = equation;
   int32_t in = 0, ell_rank = 0;
   int64_t ell[MB_MAX_RANK];
   mb_tinfo ellt = {.dims = ell};
@@ -319,7 +327,7 @@ static int compress(mb_op_ctx *c) {
   int64_t n;
   const int64_t *cond = mb_op_ivalues(c, 1, &n);
   int64_t bound;
-  const mb_attr *axis_attr = mb_op_attr(c, "axis");
+  const mb_attr *axis_attr = mb_op_attr_typed(c, "axis", MB_ATTR_INT);
   int64_t limit = axis_attr ? 0 : (int64_t)mb_tinfo_numel(x), count = 0;
   int32_t axis = 0;
   if (axis_attr && (rc = mb_op_axis(c, axis_attr->i, x->rank, &axis))) return rc;
@@ -363,7 +371,7 @@ static int unique(mb_op_ctx *c) {
   if (rc) return rc;
   int64_t count;
   if (!user_bound(c, &count)) return data_dependent(c);
-  const mb_attr *axis_attr = mb_op_attr(c, "axis");
+  const mb_attr *axis_attr = mb_op_attr_typed(c, "axis", MB_ATTR_INT);
   int64_t inverse = (int64_t)mb_tinfo_numel(x);
   if (axis_attr) {
     int32_t axis;
@@ -399,8 +407,8 @@ const mb_op_def mb_ops_layout[] = {
   {"", "GatherElements", 11, 2, 2, 1, gather_elements, MB_G_GATHER_ELEMENTS},
   {"", "GatherND", 11, 2, 2, 1, gather_nd, MB_G_INDEX1},
   /* the reduction says which scatter PyTorch ran (plan.c: refine_rule) */
-  {"", "ScatterElements", 11, 3, 3, 1, like_input, MB_G_SCATTER},
-  {"", "ScatterND", 11, 3, 3, 1, like_input, MB_G_INDEX1},
+  {"", "ScatterElements", 11, 3, 3, 1, scatter, MB_G_SCATTER},
+  {"", "ScatterND", 11, 3, 3, 1, scatter, MB_G_INDEX1},
   {"", "Scatter", 9, 3, 3, 1, like_input, MB_G_INDEX1},
   {"", "TopK", 1, 1, 1, 2, top_k, MB_G_TOPK},
   {"", "TopK", 10, 2, 2, 2, top_k, MB_G_TOPK},

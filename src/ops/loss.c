@@ -8,8 +8,8 @@ static int loss(mb_op_ctx *c) {
   const mb_tinfo *x, *target;
   int rc;
   if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &target))) return rc;
-  const mb_attr *red = mb_op_attr(c, "reduction");
-  bool none = red && red->s && !strcmp(red->s, "none");
+  static const char *const reductions[] = {"none", "sum", "mean", NULL};
+  bool none = !strcmp(mb_op_attr_enum(c, "reduction", "mean", reductions), "none");
   if (none) rc = mb_op_set(c, 0, x->dtype, target->rank, target->dims);
   else rc = mb_op_set(c, 0, x->dtype, 0, NULL);
   if (rc) return rc;

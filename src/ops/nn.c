@@ -9,6 +9,8 @@ static int same_shape(mb_op_ctx *c) {
   return rc ? rc : mb_op_set(c, 0, x->dtype, x->rank, x->dims);
 }
 
+const char *const mb_auto_pads[] = {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID", NULL};
+
 /* Spatial output sizes shared by Conv and the pools. */
 static int spatial(mb_op_ctx *c, const mb_tinfo *x, const int64_t *kernel, int32_t nsp,
                    bool ceil_mode, int64_t *out) {
@@ -18,8 +20,7 @@ static int spatial(mb_op_ctx *c, const mb_tinfo *x, const int64_t *kernel, int32
   uint64_t np = mb_op_attr_ints(c, "pads", &pads);
   if ((ns && ns != (uint64_t)nsp) || (nd && nd != (uint64_t)nsp) || (np && np != 2 * (uint64_t)nsp))
     return mb_op_fail(c, "strides/dilations/pads do not match %d spatial axes", (int)nsp);
-  const mb_attr *ap = mb_op_attr(c, "auto_pad");
-  const char *auto_pad = ap && ap->s ? ap->s : "NOTSET";
+  const char *auto_pad = mb_op_attr_enum(c, "auto_pad", "NOTSET", mb_auto_pads);
   for (int32_t i = 0; i < nsp; i++) {
     int64_t in = x->dims[2 + i], s = ns ? strides[i] : 1, d = nd ? dil[i] : 1, k = kernel[i];
     if (s <= 0 || d <= 0 || k <= 0)
@@ -91,8 +92,7 @@ static int conv_transpose(mb_op_ctx *c) {
   uint64_t ns = mb_op_attr_ints(c, "strides", &strides), nd = mb_op_attr_ints(c, "dilations", &dil);
   uint64_t np = mb_op_attr_ints(c, "pads", &pads), nop = mb_op_attr_ints(c, "output_padding", &opad);
   uint64_t nk = mb_op_attr_ints(c, "kernel_shape", &ks);
-  const mb_attr *ap = mb_op_attr(c, "auto_pad");
-  bool same = ap && ap->s && !strncmp(ap->s, "SAME", 4);
+  bool same = !strncmp(mb_op_attr_enum(c, "auto_pad", "NOTSET", mb_auto_pads), "SAME", 4);
   uint64_t u = (uint64_t)nsp;
   if ((ns && ns != u) || (nd && nd != u) || (np && np != 2 * u) || (nop && nop != u) || (nk && nk != u))
     return mb_op_fail(c, "strides/dilations/pads/output_padding/kernel_shape do not match %d spatial axes", (int)nsp);
@@ -148,6 +148,7 @@ static int batch_norm(mb_op_ctx *c) {
   const mb_tinfo *x;
   int rc = mb_op_input(c, 0, &x);
   if (rc) return rc;
+  if (c->opset >= 14) (void)mb_op_attr_i(c, "training_mode", 0); /* read at load (passes/inference.c) */
   if ((rc = mb_op_set(c, 0, x->dtype, x->rank, x->dims))) return rc;
   int64_t ch = x->rank > 1 ? x->dims[1] : 1;
   for (int32_t o = 1; o < c->n_out && o < 5; o++) {

@@ -109,11 +109,23 @@ const mb_op_def *mb_op_at(size_t i);
 __attribute__((format(printf, 2, 3)))
 #endif
 int mb_op_fail(mb_op_ctx *c, const char *fmt, ...); /* "node 'n' (Op): ..." */
-const mb_attr *mb_op_attr(const mb_op_ctx *c, const char *name);
+/* Attributes, each read as the type the rule takes: one the node declares as another type is
+ * an error naming the node, the attribute and both types (recorded in c->d, which inference
+ * checks after the rule; the accessor then answers as if the attribute were absent). Rules
+ * read attributes only through these. */
+const mb_attr *mb_op_attr_typed(const mb_op_ctx *c, const char *name, int32_t type); /* NULL: absent */
 int64_t mb_op_attr_i(const mb_op_ctx *c, const char *name, int64_t dflt);
 float mb_op_attr_f(const mb_op_ctx *c, const char *name, float dflt);
-/* ints attribute; returns count (0 if absent) and sets *v */
+const char *mb_op_attr_s(const mb_op_ctx *c, const char *name, const char *dflt);
+/* ints / floats attribute; returns count (0 if absent) and sets *v */
 uint64_t mb_op_attr_ints(const mb_op_ctx *c, const char *name, const int64_t **v);
+uint64_t mb_op_attr_floats(const mb_op_ctx *c, const char *name, const float **v);
+/* A STRING attribute that names one of a fixed set (auto_pad, direction, reduction): another
+ * value is an error listing the set (NULL-terminated), as is another type; dflt when absent. */
+const char *mb_op_attr_enum(const mb_op_ctx *c, const char *name, const char *dflt, const char *const *allowed);
+/* TENSOR attribute (NULL when absent; declared without a tensor is an error too) */
+const mb_const_tensor *mb_op_attr_t(const mb_op_ctx *c, const char *name);
+const mb_graph *mb_op_attr_g(const mb_op_ctx *c, const char *name);
 /* Required input i with known rank, or an error naming the node. */
 int mb_op_input(mb_op_ctx *c, int32_t i, const mb_tinfo **t);
 /* Set output i (ignored when omitted): copies dims. */
@@ -169,6 +181,9 @@ const int64_t *mb_op_ivalues(const mb_op_ctx *c, int32_t i, int64_t *n);
 const double *mb_op_fvalues(mb_op_ctx *c, int32_t i, int64_t *n);
 /* Give output i known floating values. */
 int mb_op_set_fvalues(mb_op_ctx *c, int32_t i, const double *v, int64_t n);
+
+/* auto_pad's values (nn.c), NULL-terminated. */
+extern const char *const mb_auto_pads[];
 
 /* Shared shape rules (nn.c), for the quantized and integer variants. */
 int mb_op_conv_shape(mb_op_ctx *c, const mb_tinfo *x, const mb_tinfo *w, int32_t dtype);

@@ -126,6 +126,51 @@ def extra_io(inputs, outputs):
     return model(g)
 
 
+def conv_with(attr):
+    """Conv of a [batch, 2, 8, 8] input by a [4, 2, 3, 3] weight, with one more attribute"""
+    w = helper.make_tensor("W", TensorProto.FLOAT, [4, 2, 3, 3], [0.0] * 72)
+    node = helper.make_node("Conv", ["x", "W"], ["y"], name="conv")
+    node.attribute.append(attr)
+    g = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, ["batch", 2, 8, 8])],
+                          [vi("y", TensorProto.FLOAT, ["batch", 4, 6, 6])], initializer=[w])
+    return model(g)
+
+
+def fill_with(attr):
+    """ConstantOfShape [2, 3] with the given 'value' attribute"""
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [2, 3])
+    node = helper.make_node("ConstantOfShape", ["shape"], ["y"], name="fill")
+    node.attribute.append(attr)
+    g = helper.make_graph([node], "g", [], [vi("y", TensorProto.FLOAT, [2, 3])], initializer=[shape])
+    return model(g)
+
+
+def scatter_reduction_int():
+    """ScatterElements' reduction (opset 18) as an INT: the plan reads it to pick the scatter"""
+    node = helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], name="scatter", axis=0)
+    node.attribute.append(helper.make_attribute("reduction", 1))
+    i = helper.make_tensor("i", TensorProto.INT64, [1, 4], [0, 0, 0, 0])
+    g = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, ["batch", 4]), vi("u", TensorProto.FLOAT, [1, 4])],
+                          [vi("y", TensorProto.FLOAT, ["batch", 4])], initializer=[i])
+    return model(g, opset=[helper.make_opsetid("", 18)])
+
+
+def if_branch_int():
+    """If whose then_branch is declared INT (and holds an int): not a graph"""
+    leaf = helper.make_graph([helper.make_node("Identity", ["x"], ["e"], name="id")], "else",
+                             [], [vi("e", TensorProto.FLOAT, [2])])
+    node = helper.make_node("If", ["c"], ["y"], name="branch", else_branch=leaf)
+    node.attribute.append(helper.make_attribute("then_branch", 1))
+    g = helper.make_graph([node], "g", [vi("c", TensorProto.BOOL, []), vi("x", TensorProto.FLOAT, [2])],
+                          [vi("y", TensorProto.FLOAT, [2])])
+    return model(g)
+
+
+def raw_attr(**fields):
+    """an AttributeProto written field by field (the onnx helper keeps type and field in step)"""
+    return onnx.AttributeProto(**fields)
+
+
 def twice_imported():
     return model(relu_graph(), opset=[helper.make_opsetid("", 17), helper.make_opsetid("", 18)])
 
@@ -285,6 +330,16 @@ CASES = {
     "extra-input-relu.onnx": lambda: extra_io(["x", "x"], ["y"]),
     "extra-input-omitted-relu.onnx": lambda: extra_io(["x", ""], ["y"]),
     "extra-output-relu.onnx": lambda: extra_io(["x"], ["y", "z"]),
+    # an attribute of another type than the op takes, or holding its value in another field
+    "attr-auto-pad-int.onnx": lambda: conv_with(helper.make_attribute("auto_pad", 1)),
+    "attr-auto-pad-unknown.onnx": lambda: conv_with(helper.make_attribute("auto_pad", "SAME")),
+    "attr-strides-floats.onnx": lambda: conv_with(helper.make_attribute("strides", [1.0, 1.0])),
+    "attr-value-float.onnx": lambda: fill_with(helper.make_attribute("value", 1.5)),
+    "attr-value-no-tensor.onnx": lambda: fill_with(raw_attr(name="value", type=onnx.AttributeProto.TENSOR)),
+    "attr-reduction-int.onnx": scatter_reduction_int,
+    "attr-then-branch-int.onnx": if_branch_int,
+    "attr-type-field-mismatch.onnx": lambda: conv_with(raw_attr(name="group", type=onnx.AttributeProto.INT, f=1.0)),
+    "attr-two-fields.onnx": lambda: conv_with(raw_attr(name="group", i=1, f=1.0)),
     # a NUL would cut a name short in protobuf-c's C strings: a silently different name
     "name-with-nul.onnx": nul_in_name,
     "external-nul-dotdot.onnx": lambda: external("w.bin\x00/../../etc/passwd"),
