@@ -287,6 +287,25 @@ static int cast_op(mb_op_ctx *c) {
   return rc;
 }
 
+/* PRelu: the slope broadcasts one way into X (opset 7 on); before, it is one value or one per
+ * channel. A zero-size slope where X has elements is refused either way. */
+static int prelu(mb_op_ctx *c) {
+  const mb_tinfo *x, *slope;
+  int rc;
+  if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &slope))) return rc;
+  if (c->opset >= 7) {
+    if ((rc = mb_op_unidirectional(c, 1, x->rank, x->dims, "the slope"))) return rc;
+  } else {
+    uint64_t n = mb_tinfo_numel(slope);
+    if (n != 1 && !(x->rank > 1 && n == (uint64_t)x->dims[1])) {
+      char ss[300], sx[300];
+      return mb_op_fail(c, "the slope %s is neither one value nor one per channel of %s",
+                        mb_op_input_str(c, 1, ss, sizeof ss), mb_op_input_str(c, 0, sx, sizeof sx));
+    }
+  }
+  return unary(c);
+}
+
 static int dropout_op(mb_op_ctx *c) {
   const mb_tinfo *x;
   int rc = mb_op_input(c, 0, &x);
@@ -309,7 +328,7 @@ const mb_op_def mb_ops_elementwise[] = {
   {"", "Add", 1, 2, 2, 1, broadcast_op, MB_G_ADD}, {"", "Sub", 1, 2, 2, 1, broadcast_op, MB_G_SUB},
   {"", "Mul", 1, 2, 2, 1, broadcast_op, MB_G_MUL}, {"", "Div", 1, 2, 2, 1, broadcast_op, MB_G_DIV},
   {"", "Mod", 10, 2, 2, 1, broadcast_op, MB_G_NOTHING}, {"", "Pow", 1, 2, 2, 1, broadcast_op, MB_G_POW},
-  {"", "PRelu", 1, 2, 2, 1, unary, MB_G_PRELU}, /* the slope broadcasts into X (legacy opsets: along channels) */
+  {"", "PRelu", 1, 2, 2, 1, prelu, MB_G_PRELU},
   {"", "BitShift", 11, 2, 2, 1, broadcast_op, MB_G_NONDIFF},
   {"", "BitwiseAnd", 18, 2, 2, 1, broadcast_op, MB_G_NONDIFF}, {"", "BitwiseOr", 18, 2, 2, 1, broadcast_op, MB_G_NONDIFF},
   {"", "BitwiseXor", 18, 2, 2, 1, broadcast_op, MB_G_NONDIFF},

@@ -1,6 +1,7 @@
 /* Ops that rearrange or index: Resize/Upsample, Pad, Tile, DepthToSpace/SpaceToDepth, Trilu,
  * CumSum, OneHot, GatherElements, GatherND, Scatter*, TopK, Einsum. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "graph/dtype.h"
@@ -10,6 +11,27 @@ static int like_input(mb_op_ctx *c) { /* output 0 has input 0's shape and type *
   const mb_tinfo *x;
   int rc = mb_op_input(c, 0, &x);
   return rc ? rc : mb_op_set(c, 0, x->dtype, x->rank, x->dims);
+}
+
+/* GroupNormalization: num_groups divides the channels; scale and bias hold one value per group
+ * (opset 18) or per channel (opset 21, which fixed the schema): a zero-size one is refused. */
+static int group_norm(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  char sx[300], of[400];
+  if (x->rank < 2) return mb_op_fail(c, "the input %s has no channel axis", mb_op_input_str(c, 0, sx, sizeof sx));
+  int64_t groups = mb_op_attr_i(c, "num_groups", 0);
+  if (groups <= 0 || x->dims[1] % groups)
+    return mb_op_fail(c, "num_groups %lld does not divide the %lld channels of %s", (long long)groups,
+                      (long long)x->dims[1], mb_op_input_str(c, 0, sx, sizeof sx));
+  bool per_group = c->opset < 21;
+  int64_t n = per_group ? groups : x->dims[1];
+  snprintf(of, sizeof of, "one value per %s of %s", per_group ? "group (num_groups)" : "channel",
+           mb_op_input_str(c, 0, sx, sizeof sx));
+  if ((rc = mb_op_exact_shape(c, 1, 1, &n, "the scale", of)) || (rc = mb_op_exact_shape(c, 2, 1, &n, "the bias", of)))
+    return rc;
+  return mb_op_set(c, 0, x->dtype, x->rank, x->dims);
 }
 
 /* ScatterElements, ScatterND: shaped like the data; the reduction (opset 16, max and min from
@@ -413,7 +435,7 @@ const mb_op_def mb_ops_layout[] = {
   {"", "TopK", 1, 1, 1, 2, top_k, MB_G_TOPK},
   {"", "TopK", 10, 2, 2, 2, top_k, MB_G_TOPK},
   {"", "Einsum", 12, 1, MB_OP_ANY, 1, einsum, MB_G_EINSUM},
-  {"", "GroupNormalization", 18, 3, 3, 1, like_input, MB_G_GROUPNORM},
+  {"", "GroupNormalization", 18, 3, 3, 1, group_norm, MB_G_GROUPNORM},
   {"", "MeanVarianceNormalization", 9, 1, 1, 1, like_input, MB_G_SAVE_X},
   {"", "ReverseSequence", 10, 2, 2, 1, like_input, MB_G_NOTHING},
   {"", "EyeLike", 9, 1, 1, 1, like_input_dtype, MB_G_NONDIFF},

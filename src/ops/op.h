@@ -173,6 +173,13 @@ bool mb_op_mask_bound(mb_op_ctx *c, const mb_tinfo *mask, int64_t limit, int64_t
 int mb_op_reduce_max_value(mb_op_ctx *c, const mb_tinfo *x);
 /* "[2, 3, 4]" into buf for messages. */
 const char *mb_shape_str(char *buf, size_t size, const mb_tinfo *t);
+/* "'W' [4, 2, 3, 3]": input i's tensor name and shape, for messages. */
+const char *mb_op_input_str(const mb_op_ctx *c, int32_t i, char *buf, size_t size);
+/* Input i (when given with a known shape) must have exactly `rank` dims `dims` (a norm's
+ * per-channel scale, a convolution's bias): a zero-size or mis-sized one fails, naming the
+ * node, what it is, the tensor and both shapes. */
+int mb_op_exact_shape(mb_op_ctx *c, int32_t i, int32_t rank, const int64_t *dims, const char *what,
+                      const char *of);
 uint64_t mb_tinfo_numel(const mb_tinfo *t);
 /* Values of input i as integers when known (NULL otherwise). */
 const int64_t *mb_op_ivalues(const mb_op_ctx *c, int32_t i, int64_t *n);
@@ -186,8 +193,9 @@ int mb_op_set_fvalues(mb_op_ctx *c, int32_t i, const double *v, int64_t n);
 extern const char *const mb_auto_pads[];
 
 /* Shared shape rules (nn.c), for the quantized and integer variants. */
-int mb_op_conv_shape(mb_op_ctx *c, const mb_tinfo *x, const mb_tinfo *w, int32_t dtype);
-int mb_op_matmul_shape(mb_op_ctx *c, const mb_tinfo *a, const mb_tinfo *b, int32_t dtype);
+/* wi, ai, bi: the weight's and operands' input indices (for messages). */
+int mb_op_conv_shape(mb_op_ctx *c, const mb_tinfo *x, const mb_tinfo *w, int32_t wi, int32_t dtype);
+int mb_op_matmul_shape(mb_op_ctx *c, const mb_tinfo *a, const mb_tinfo *b, int32_t ai, int32_t bi, int32_t dtype);
 
 /* Checked int64 arithmetic for sizes computed from untrusted attributes and values. */
 static inline bool mb_add_i64(int64_t a, int64_t b, int64_t *r) { return !__builtin_add_overflow(a, b, r); }

@@ -196,6 +196,29 @@ const char *mb_shape_str(char *buf, size_t size, const mb_tinfo *t) {
   return buf;
 }
 
+const char *mb_op_input_str(const mb_op_ctx *c, int32_t i, char *buf, size_t size) {
+  const char *name = i < c->n_in && c->node->inputs[i] >= 0 ? c->graph->values[c->node->inputs[i]].name : "";
+  char shape[256] = "";
+  if (i < c->n_in && c->in[i] && c->in[i]->rank >= 0) mb_shape_str(shape, sizeof shape, c->in[i]);
+  snprintf(buf, size, "'%.200s'%s%s", name, shape[0] ? " " : "", shape);
+  return buf;
+}
+
+int mb_op_exact_shape(mb_op_ctx *c, int32_t i, int32_t rank, const int64_t *dims, const char *what,
+                      const char *of) {
+  if (i >= c->n_in || !c->in[i] || c->in[i]->rank < 0) return MB_OK; /* omitted or unknown */
+  const mb_tinfo *t = c->in[i];
+  bool ok = t->rank == rank;
+  for (int32_t k = 0; ok && k < rank; k++) ok = t->dims[k] == dims[k];
+  if (ok) return MB_OK;
+  char st[300], sw[256];
+  mb_tinfo want = *t;
+  want.rank = rank;
+  want.dims = (int64_t *)dims;
+  return mb_op_fail(c, "%s %s is not %s, %s", what, mb_op_input_str(c, i, st, sizeof st),
+                    mb_shape_str(sw, sizeof sw, &want), of);
+}
+
 int mb_op_broadcast(mb_op_ctx *c, const mb_tinfo *a, const mb_tinfo *b, int32_t *rank, int64_t *out) {
   int32_t r = a->rank > b->rank ? a->rank : b->rank;
   for (int32_t k = 0; k < r; k++) {
@@ -223,11 +246,11 @@ int mb_op_unidirectional(mb_op_ctx *c, int32_t i, int32_t rank, const int64_t *d
     ok = have == want || have == 1;
   }
   if (ok) return MB_OK;
-  char st[256], sw[256];
+  char st[300], sw[256];
   mb_tinfo target = *t; /* the same tensor info, at the target's shape (its own dims untouched) */
   target.rank = rank;
   target.dims = (int64_t *)dims;
-  return mb_op_fail(c, "%s %s does not broadcast to %s", what, mb_shape_str(st, sizeof st, t),
+  return mb_op_fail(c, "%s %s does not broadcast to %s", what, mb_op_input_str(c, i, st, sizeof st),
                     mb_shape_str(sw, sizeof sw, &target));
 }
 

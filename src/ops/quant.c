@@ -33,28 +33,28 @@ static int conv_integer(mb_op_ctx *c) {
   const mb_tinfo *x, *w;
   int rc;
   if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &w))) return rc;
-  return mb_op_conv_shape(c, x, w, MB_DTYPE_INT32);
+  return mb_op_conv_shape(c, x, w, 1, MB_DTYPE_INT32);
 }
 
 static int qlinear_conv(mb_op_ctx *c) { /* x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp */
   const mb_tinfo *x, *w;
   int rc;
   if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 3, &w))) return rc;
-  return mb_op_conv_shape(c, x, w, input_type(c, 7, x->dtype));
+  return mb_op_conv_shape(c, x, w, 3, input_type(c, 7, x->dtype));
 }
 
 static int matmul_integer(mb_op_ctx *c) {
   const mb_tinfo *a, *b;
   int rc;
   if ((rc = mb_op_input(c, 0, &a)) || (rc = mb_op_input(c, 1, &b))) return rc;
-  return mb_op_matmul_shape(c, a, b, MB_DTYPE_INT32);
+  return mb_op_matmul_shape(c, a, b, 0, 1, MB_DTYPE_INT32);
 }
 
 static int qlinear_matmul(mb_op_ctx *c) { /* a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp */
   const mb_tinfo *a, *b;
   int rc;
   if ((rc = mb_op_input(c, 0, &a)) || (rc = mb_op_input(c, 3, &b))) return rc;
-  return mb_op_matmul_shape(c, a, b, input_type(c, 7, a->dtype));
+  return mb_op_matmul_shape(c, a, b, 0, 3, input_type(c, 7, a->dtype));
 }
 
 const mb_op_def mb_ops_quant[] = {

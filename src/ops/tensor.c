@@ -297,6 +297,13 @@ static int gather(mb_op_ctx *c) {
   if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &idx))) return rc;
   int32_t axis;
   if ((rc = mb_op_axis(c, mb_op_attr_i(c, "axis", 0), x->rank, &axis))) return rc;
+  bool no_indices = false;
+  for (int32_t k = 0; k < idx->rank; k++) no_indices |= idx->dims[k] == 0;
+  if (x->rank > 0 && x->dims[axis] == 0 && !no_indices) { /* every index is out of range: an error */
+    char sx[300], si[300];
+    return mb_op_fail(c, "the data %s has no entries on axis %d for the indices %s", mb_op_input_str(c, 0, sx, sizeof sx),
+                      (int)axis, mb_op_input_str(c, 1, si, sizeof si));
+  }
   int64_t dims[MB_MAX_RANK];
   int32_t r = 0;
   if (x->rank - 1 + idx->rank > MB_MAX_RANK) return mb_op_fail(c, "rank too large");
@@ -404,6 +411,9 @@ static int constant_of_shape(mb_op_ctx *c) {
   if (n > MB_MAX_RANK) return mb_op_fail(c, "rank too large");
   const mb_const_tensor *value = mb_op_attr_t(c, "value");
   if (c->d->status) return c->d->status; /* 'value' of another type, or without its tensor */
+  if (value && value->numel != 1) /* the fill: ONNX's reference refuses any other size */
+    return mb_op_fail(c, "attribute 'value' holds %llu elements, the op takes a one-element tensor",
+                      (unsigned long long)value->numel);
   int32_t dtype = value ? value->dtype : MB_DTYPE_FLOAT;
   int rc = mb_op_set(c, 0, dtype, (int32_t)n, shape);
   if (rc || !value || !value->values || value->values->is_float) return rc;

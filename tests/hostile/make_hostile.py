@@ -171,6 +171,22 @@ def raw_attr(**fields):
     return onnx.AttributeProto(**fields)
 
 
+def one_op(op, inputs, inits, out_dims, x_dims=("batch", 4), opset=OPSET, name=None, **attrs):
+    """One node of `op` over the graph input x (and ids, int64, where named) and initializers"""
+    node = helper.make_node(op, inputs, ["y"], name=name or op.lower(), **attrs)
+    ins = [vi("x", TensorProto.FLOAT, list(x_dims))] if "x" in inputs else []
+    ins += [vi("ids", TensorProto.INT64, ["batch", 5])] if "ids" in inputs else []
+    g = helper.make_graph([node], "g", ins, [vi("y", TensorProto.FLOAT, list(out_dims))], initializer=inits)
+    return model(g, opset=opset)
+
+
+def zeros(name, dims, dtype=TensorProto.FLOAT):
+    n = 1
+    for d in dims:
+        n *= d
+    return helper.make_tensor(name, dtype, list(dims), [0] * n)
+
+
 def twice_imported():
     return model(relu_graph(), opset=[helper.make_opsetid("", 17), helper.make_opsetid("", 18)])
 
@@ -340,6 +356,33 @@ CASES = {
     "attr-then-branch-int.onnx": if_branch_int,
     "attr-type-field-mismatch.onnx": lambda: conv_with(raw_attr(name="group", type=onnx.AttributeProto.INT, f=1.0)),
     "attr-two-fields.onnx": lambda: conv_with(raw_attr(name="group", i=1, f=1.0)),
+    # weights with no elements (or the wrong count) where the op needs them; a zero batch of
+    # activations stays legal, and so does numpy's product over a zero inner dim
+    "conv-weight-zero-kernel.onnx": lambda: one_op("Conv", ["x", "W"], [zeros("W", [4, 2, 0, 3])], ["batch", 4, 8, 6],
+                                                   x_dims=("batch", 2, 8, 8)),
+    "conv-kernel-shape-mismatch.onnx": lambda: one_op("Conv", ["x", "W"], [zeros("W", [4, 2, 5, 5])], ["batch", 4, 6, 6],
+                                                      x_dims=("batch", 2, 8, 8), kernel_shape=[3, 3]),
+    "conv-bias-zero-size.onnx": lambda: one_op("Conv", ["x", "W", "B"], [zeros("W", [4, 2, 3, 3]), zeros("B", [0])],
+                                               ["batch", 4, 6, 6], x_dims=("batch", 2, 8, 8)),
+    "convtranspose-weight-zero-channels.onnx": lambda: one_op("ConvTranspose", ["x", "W"], [zeros("W", [0, 4, 3, 3])],
+                                                              ["batch", 4, 10, 10], x_dims=("batch", 2, 8, 8)),
+    "batchnorm-scale-zero-size.onnx": lambda: one_op(
+        "BatchNormalization", ["x", "S", "B", "M", "V"], [zeros("S", [0]), zeros("B", [4]), zeros("M", [4]), zeros("V", [4])],
+        ["batch", 4, 8, 8], x_dims=("batch", 4, 8, 8), name="bn"),
+    "instancenorm-bias-zero-size.onnx": lambda: one_op(
+        "InstanceNormalization", ["x", "S", "B"], [zeros("S", [4]), zeros("B", [0])], ["batch", 4, 8, 8],
+        x_dims=("batch", 4, 8, 8), name="in"),
+    "groupnorm-scale-zero-size.onnx": lambda: one_op(
+        "GroupNormalization", ["x", "S", "B"], [zeros("S", [0]), zeros("B", [2])], ["batch", 4, 8, 8],
+        x_dims=("batch", 4, 8, 8), opset=[helper.make_opsetid("", 18)], name="gn", num_groups=2),
+    "gather-zero-rows.onnx": lambda: one_op("Gather", ["table", "ids"], [zeros("table", [0, 8])], ["batch", 5, 8],
+                                            name="embed"),
+    "prelu-slope-zero-size.onnx": lambda: one_op("PRelu", ["x", "S"], [zeros("S", [0])], ["batch", 4]),
+    "matmul-weight-zero-inner.onnx": lambda: one_op("MatMul", ["x", "W"], [zeros("W", [0, 3])], ["batch", 3], name="mm"),
+    "matmul-zero-inner-both.onnx": lambda: one_op("MatMul", ["x", "W"], [zeros("W", [0, 3])], ["batch", 3], name="mm",
+                                                  x_dims=("batch", 0)),
+    "constant-of-shape-value-empty.onnx": lambda: fill_with(helper.make_attribute("value", TensorProto(
+        name="v", data_type=TensorProto.FLOAT, dims=[0]))),
     # a NUL would cut a name short in protobuf-c's C strings: a silently different name
     "name-with-nul.onnx": nul_in_name,
     "external-nul-dotdot.onnx": lambda: external("w.bin\x00/../../etc/passwd"),
