@@ -341,6 +341,10 @@ MB_API int mb_shapes_tensor(const mb_shapes *shapes, size_t i, mb_shape_desc *ou
 /* The operator table: entry i's domain ("" = ai.onnx), op type and first opset version. */
 MB_API size_t mb_ops_num(void);
 MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *since_version);
+/* Entry i's arity at the opsets it covers, from the ONNX schema: the inputs that must be given,
+ * and the most input and output slots a node may have (-1: any number, a variadic op). A node
+ * with more is refused at load. */
+MB_API int mb_ops_arity(size_t i, int *min_inputs, int *max_inputs, int *max_outputs);
 
 /* ================================================================ estimate
  * One training step simulated at a batch size as PyTorch runs it: forward (outputs allocated,

@@ -188,8 +188,8 @@ int mb_cmd_ops(int argc, char **argv) {
   (void)argv;
   if (argc > 1) return mb_cli_usage_error("ops takes no arguments");
   mb_table t;
-  mb_table_init(&t, "lll");
-  const char *head[] = {"domain", "op", "opsets"};
+  mb_table_init(&t, "lllll");
+  const char *head[] = {"domain", "op", "opsets", "inputs", "outputs"};
   mb_table_row(&t, head);
   size_t n = mb_ops_num();
   for (size_t i = 0; i < n; i++) {
@@ -203,10 +203,19 @@ int mb_cmd_ops(int argc, char **argv) {
       mb_ops_get(j, &d2, &o2, &s2);
       if (s2 > since && !strcmp(o2, op) && !strcmp(d2, dom) && (!until || s2 - 1 < until)) until = s2 - 1;
     }
-    char range[32];
-    if (until) snprintf(range, sizeof range, "%d-%d", since, until);
+    char range[32], ins[32], outs[32];
+    if (until == since) snprintf(range, sizeof range, "%d", since);
+    else if (until) snprintf(range, sizeof range, "%d-%d", since, until);
     else snprintf(range, sizeof range, "%d+", since);
-    const char *row[] = {*dom ? dom : "ai.onnx", op, range};
+    /* inputs: those that must be given, then the most slots ("1-3", "2", "1+": any number) */
+    int min_in, max_in, max_out;
+    mb_ops_arity(i, &min_in, &max_in, &max_out);
+    if (max_in < 0) snprintf(ins, sizeof ins, "%d+", min_in);
+    else if (max_in == min_in) snprintf(ins, sizeof ins, "%d", min_in);
+    else snprintf(ins, sizeof ins, "%d-%d", min_in, max_in);
+    if (max_out < 0) snprintf(outs, sizeof outs, "any");
+    else snprintf(outs, sizeof outs, "%d", max_out);
+    const char *row[] = {*dom ? dom : "ai.onnx", op, range, ins, outs};
     mb_table_row(&t, row);
   }
   mb_table_print(&t, stdout, "");

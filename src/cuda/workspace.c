@@ -4,14 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const mb_attr *attr(const mb_node *n, const char *name) {
-  for (int32_t i = 0; i < n->n_attrs; i++)
-    if (!strcmp(n->attrs[i].name, name)) return &n->attrs[i];
-  return NULL;
-}
-
 static int64_t attr_ints_at(const mb_node *n, const char *name, int32_t i, int64_t dflt) {
-  const mb_attr *a = attr(n, name);
+  const mb_attr *a = mb_node_attr(n, name, MB_ATTR_INTS);
   return a && (uint64_t)i < a->n_ints ? a->ints[i] : dflt;
 }
 
@@ -82,7 +76,7 @@ bool mb_conv_workspaces(mb_cuda *c, const mb_node *n, const mb_tinfo *t, int32_t
   }
   int sp = nx - 2, off = x->rank == 3 ? 1 : 0; /* attribute index = cuDNN spatial index - off */
   int pad[3], stride[3], dil[3];
-  const mb_attr *ap = attr(n, "auto_pad");
+  const mb_attr *ap = mb_node_attr(n, "auto_pad", MB_ATTR_STRING);
   bool same = ap && ap->s && !strncmp(ap->s, "SAME", 4), valid = ap && ap->s && !strcmp(ap->s, "VALID");
   for (int i = 0; i < sp; i++) {
     int a = i - off;
@@ -94,7 +88,8 @@ bool mb_conv_workspaces(mb_cuda *c, const mb_node *n, const mb_tinfo *t, int32_t
       pad[i] = need > 0 ? (int)(need / 2) : 0;
     } else pad[i] = (int)attr_ints_at(n, "pads", a, 0);
   }
-  int groups = (int)(attr(n, "group") ? attr(n, "group")->i : 1);
+  const mb_attr *group = mb_node_attr(n, "group", MB_ATTR_INT);
+  int groups = (int)(group ? group->i : 1);
   mb_cudnn_tensor_desc xdesc = NULL, ydesc = NULL;
   mb_cudnn_filter_desc wdesc = NULL;
   mb_cudnn_conv_desc cdesc = NULL;
@@ -200,7 +195,8 @@ bool mb_matmul_workspace(mb_cuda *c, const mb_node *n, const mb_tinfo *t, int32_
   uint64_t rows, cols, inner, batch = 1;
   if (!strcmp(n->op_type, "Gemm")) {
     if (a->rank != 2 || b->rank != 2) return false;
-    bool ta = attr(n, "transA") && attr(n, "transA")->i, tb = attr(n, "transB") && attr(n, "transB")->i;
+    const mb_attr *ta_attr = mb_node_attr(n, "transA", MB_ATTR_INT), *tb_attr = mb_node_attr(n, "transB", MB_ATTR_INT);
+    bool ta = ta_attr && ta_attr->i, tb = tb_attr && tb_attr->i;
     rows = (uint64_t)a->dims[ta ? 1 : 0];
     inner = (uint64_t)a->dims[ta ? 0 : 1];
     cols = (uint64_t)b->dims[tb ? 0 : 1];

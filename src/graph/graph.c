@@ -22,6 +22,20 @@ mb_graph *mb_node_subgraph(const mb_node *n, int32_t i) {
   return NULL;
 }
 
+const mb_attr *mb_node_attr(const mb_node *n, const char *name, int32_t type) {
+  for (int32_t a = 0; a < n->n_attrs; a++)
+    if (!strcmp(n->attrs[a].name, name))
+      return !n->attrs[a].type || n->attrs[a].type == type ? &n->attrs[a] : NULL;
+  return NULL;
+}
+
+const char *mb_attr_type_name(int32_t type) {
+  static const char *const names[] = {"UNDEFINED", "FLOAT", "INT", "STRING", "TENSOR", "GRAPH", "FLOATS",
+                                      "INTS", "STRINGS", "TENSORS", "GRAPHS", "SPARSE_TENSOR", "SPARSE_TENSORS",
+                                      "TYPE_PROTO", "TYPE_PROTOS"};
+  return type >= 0 && type < (int32_t)(sizeof names / sizeof names[0]) ? names[type] : "unknown";
+}
+
 int64_t mb_model_opset_of(const struct mb_model *m, const char *domain) {
   if (!domain || !strcmp(domain, "ai.onnx")) domain = "";
   for (int32_t i = 0; i < m->n_opsets; i++)

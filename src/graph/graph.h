@@ -72,9 +72,17 @@ typedef struct mb_value {
 
 typedef struct mb_graph mb_graph;
 
+/* ONNX AttributeProto.AttributeType: which field of an attribute holds its value. */
+typedef enum mb_attr_type {
+  MB_ATTR_UNDEFINED = 0, /* files older than the type field: read as written */
+  MB_ATTR_FLOAT = 1, MB_ATTR_INT = 2, MB_ATTR_STRING = 3, MB_ATTR_TENSOR = 4, MB_ATTR_GRAPH = 5,
+  MB_ATTR_FLOATS = 6, MB_ATTR_INTS = 7, MB_ATTR_STRINGS = 8, MB_ATTR_TENSORS = 9, MB_ATTR_GRAPHS = 10,
+  MB_ATTR_SPARSE_TENSOR = 11, MB_ATTR_SPARSE_TENSORS = 12, MB_ATTR_TYPE_PROTO = 13, MB_ATTR_TYPE_PROTOS = 14
+} mb_attr_type;
+
 typedef struct mb_attr {
   const char *name;
-  int32_t type;             /* ONNX AttributeProto.AttributeType */
+  int32_t type;             /* mb_attr_type as declared (ONNX AttributeProto.AttributeType) */
   float f;
   int64_t i;
   const char *s;            /* NUL-terminated copy; s_len is the real length */
@@ -197,6 +205,14 @@ struct mb_model {
  * of GRAPHS attributes, in attribute order. */
 int32_t mb_node_num_subgraphs(const mb_node *n);
 mb_graph *mb_node_subgraph(const mb_node *n, int32_t i);
+
+/* A node's attribute by name, read as `type`: NULL when it is absent or declared as another
+ * type (an axis given as a FLOAT: its INT field is not the value). One without a declared type
+ * (0) is returned as it is. Shape inference refuses a declared type other than the one its rule
+ * reads (ops/op_util.c), naming both; later stages read through this and never the wrong field. */
+const mb_attr *mb_node_attr(const mb_node *n, const char *name, int32_t type);
+/* "INT", "STRING", ... ("unknown" out of range). */
+const char *mb_attr_type_name(int32_t type);
 
 /* The opset version of a domain ("" or "ai.onnx" = default), or -1. */
 int64_t mb_model_opset_of(const struct mb_model *m, const char *domain);

@@ -498,6 +498,36 @@ static int check_attr_size(conv *c, const Onnx__AttributeProto *pa, const mb_nod
   return mb_limit_fail(c->d, c->limits, MB_LIMIT_ATTR_BYTES, who, bytes);
 }
 
+/* onnx.checker's rule for an attribute's value: it sits in the one field its declared type names
+ * (an INT attribute holding a graph would still be walked as a subgraph, a STRING one holding
+ * an int read as an absent string), and in at most one field. */
+static int check_attr_fields(conv *c, const Onnx__AttributeProto *pa, const mb_node *n) {
+  const struct {
+    bool set;
+    int32_t type;
+  } field[] = {{pa->has_f, MB_ATTR_FLOAT}, {pa->has_i, MB_ATTR_INT}, {pa->has_s, MB_ATTR_STRING},
+               {pa->t != NULL, MB_ATTR_TENSOR}, {pa->g != NULL, MB_ATTR_GRAPH},
+               {pa->sparse_tensor != NULL, MB_ATTR_SPARSE_TENSOR}, {pa->tp != NULL, MB_ATTR_TYPE_PROTO},
+               {pa->n_floats > 0, MB_ATTR_FLOATS}, {pa->n_ints > 0, MB_ATTR_INTS},
+               {pa->n_strings > 0, MB_ATTR_STRINGS}, {pa->n_tensors > 0, MB_ATTR_TENSORS},
+               {pa->n_graphs > 0, MB_ATTR_GRAPHS}, {pa->n_sparse_tensors > 0, MB_ATTR_SPARSE_TENSORS},
+               {pa->n_type_protos > 0, MB_ATTR_TYPE_PROTOS}};
+  int32_t first = 0;
+  for (size_t k = 0; k < sizeof field / sizeof field[0]; k++) {
+    if (!field[k].set) continue;
+    if (pa->has_type && (int32_t)pa->type != field[k].type)
+      return mb_fail(c->d, MB_E_INVALID_MODEL, "node '%s' (%s): attribute '%.100s' is declared %s but holds a %s value",
+                     n->name, n->op_type, pa->name ? pa->name : "", mb_attr_type_name((int32_t)pa->type),
+                     mb_attr_type_name(field[k].type));
+    if (first)
+      return mb_fail(c->d, MB_E_INVALID_MODEL, "node '%s' (%s): attribute '%.100s' holds values in two fields, %s and %s",
+                     n->name, n->op_type, pa->name ? pa->name : "", mb_attr_type_name(first),
+                     mb_attr_type_name(field[k].type));
+    first = field[k].type;
+  }
+  return MB_OK;
+}
+
 static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, int depth,
                          mb_graph **out) {
   if (depth > 0 && (uint64_t)depth > mb_limit(c->limits, MB_LIMIT_SUBGRAPH_DEPTH)) {
@@ -618,7 +648,7 @@ static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, 
     mb_node *n = &g->nodes[k];
     for (size_t a = 0; a < pn->n_attribute && rc == MB_OK; a++) {
       if (!pn->attribute[a]) continue;
-      if ((rc = check_attr_size(c, pn->attribute[a], n))) break;
+      if ((rc = check_attr_size(c, pn->attribute[a], n)) || (rc = check_attr_fields(c, pn->attribute[a], n))) break;
       rc = convert_attr(c, pn->attribute[a], g, depth, &n->attrs[n->n_attrs++]);
     }
     for (size_t i = 0; i < pn->n_input && rc == MB_OK; i++) {

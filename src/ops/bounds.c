@@ -65,9 +65,8 @@ static const mb_small_values *const_values(const mb_graph *g, int32_t v) {
   if (val->kind != MB_VALUE_NODE_OUTPUT) return NULL;
   const mb_node *p = &g->nodes[val->producer];
   if (!is_op(p, "Constant")) return NULL;
-  for (int32_t a = 0; a < p->n_attrs; a++)
-    if (!strcmp(p->attrs[a].name, "value") && p->attrs[a].t) return p->attrs[a].t->values;
-  return NULL;
+  const mb_attr *a = mb_node_attr(p, "value", MB_ATTR_TENSOR);
+  return a && a->t ? a->t->values : NULL;
 }
 
 /* every value of constant v is > 0 (strict) or >= 0 */

@@ -5,10 +5,7 @@
 #include "graph/dtype.h"
 #include "ops/op.h"
 
-static const mb_graph *graph_attr(const mb_op_ctx *c, const char *name) {
-  const mb_attr *a = mb_op_attr(c, name);
-  return a ? a->g : NULL;
-}
+static const mb_graph *graph_attr(const mb_op_ctx *c, const char *name) { return mb_op_attr_g(c, name); }
 
 static bool same_type(const mb_tinfo *a, const mb_tinfo *b) {
   if (a->dtype != b->dtype || a->rank != b->rank) return false;
@@ -183,8 +180,9 @@ static int scan_op(mb_op_ctx *c) {
 }
 
 const mb_op_def mb_ops_control[] = {
-  {"", "If", 1, 1, if_op, MB_G_DEFAULT},
-  {"", "Loop", 1, 0, loop_op, MB_G_DEFAULT},
-  {"", "Scan", 9, 1, scan_op, MB_G_DEFAULT},
+  {"", "If", 1, 1, 1, MB_OP_ANY, if_op, MB_G_DEFAULT},
+  {"", "Loop", 1, 1, MB_OP_ANY, MB_OP_ANY, loop_op, MB_G_DEFAULT},
+  {"", "Loop", 11, 0, MB_OP_ANY, MB_OP_ANY, loop_op, MB_G_DEFAULT},
+  {"", "Scan", 9, 1, MB_OP_ANY, MB_OP_ANY, scan_op, MB_G_DEFAULT},
 };
 const size_t mb_ops_control_count = sizeof mb_ops_control / sizeof mb_ops_control[0];

@@ -194,7 +194,7 @@ static int where_op(mb_op_ctx *c) {
  * (opset 11+ inputs, each optional; attributes before). False when given but unknown. */
 static bool clip_bound(mb_op_ctx *c, int32_t i, double *v) {
   if (c->opset < 11) {
-    const mb_attr *a = mb_op_attr(c, i == 1 ? "min" : "max");
+    const mb_attr *a = mb_op_attr_typed(c, i == 1 ? "min" : "max", MB_ATTR_FLOAT);
     if (a) *v = a->f;
     return true;
   }
@@ -287,6 +287,25 @@ static int cast_op(mb_op_ctx *c) {
   return rc;
 }
 
+/* PRelu: the slope broadcasts one way into X (opset 7 on); before, it is one value or one per
+ * channel. A zero-size slope where X has elements is refused either way. */
+static int prelu(mb_op_ctx *c) {
+  const mb_tinfo *x, *slope;
+  int rc;
+  if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &slope))) return rc;
+  if (c->opset >= 7) {
+    if ((rc = mb_op_unidirectional(c, 1, x->rank, x->dims, "the slope"))) return rc;
+  } else {
+    uint64_t n = mb_tinfo_numel(slope);
+    if (n != 1 && !(x->rank > 1 && n == (uint64_t)x->dims[1])) {
+      char ss[300], sx[300];
+      return mb_op_fail(c, "the slope %s is neither one value nor one per channel of %s",
+                        mb_op_input_str(c, 1, ss, sizeof ss), mb_op_input_str(c, 0, sx, sizeof sx));
+    }
+  }
+  return unary(c);
+}
+
 static int dropout_op(mb_op_ctx *c) {
   const mb_tinfo *x;
   int rc = mb_op_input(c, 0, &x);
@@ -295,32 +314,32 @@ static int dropout_op(mb_op_ctx *c) {
   return mb_op_set(c, 1, MB_DTYPE_BOOL, x->rank, x->dims); /* the mask */
 }
 
-#define UNARY(name, grad) {"", name, 1, 1, unary, grad}
+#define UNARY(name, grad) {"", name, 1, 1, 1, 1, unary, grad}
 const mb_op_def mb_ops_elementwise[] = {
   UNARY("Abs", MB_G_SAVE_X), UNARY("Acos", MB_G_SAVE_X_FP32), UNARY("Acosh", MB_G_SAVE_X), UNARY("Asin", MB_G_SAVE_X_FP32), UNARY("Asinh", MB_G_SAVE_X), UNARY("Atan", MB_G_SAVE_X),
-  UNARY("Atanh", MB_G_SAVE_X), UNARY("Ceil", MB_G_NOTHING), UNARY("Celu", MB_G_SAVE_X), {"", "Clip", 1, 1, clip_op, MB_G_SAVE_X}, UNARY("Cos", MB_G_SAVE_X), UNARY("Cosh", MB_G_SAVE_X_FP32),
+  UNARY("Atanh", MB_G_SAVE_X), UNARY("Ceil", MB_G_NOTHING), UNARY("Celu", MB_G_SAVE_X), {"", "Clip", 1, 1, 1, 1, clip_op, MB_G_SAVE_X}, {"", "Clip", 11, 1, 3, 1, clip_op, MB_G_SAVE_X}, UNARY("Cos", MB_G_SAVE_X), UNARY("Cosh", MB_G_SAVE_X_FP32),
   UNARY("Elu", MB_G_SAVE_X), UNARY("Erf", MB_G_ERF), UNARY("Exp", MB_G_SAVE_Y_FP32), UNARY("Floor", MB_G_NOTHING), UNARY("Gelu", MB_G_SAVE_X), UNARY("HardSigmoid", MB_G_SAVE_X),
   UNARY("HardSwish", MB_G_SAVE_X), UNARY("Identity", MB_G_IDENTITY), UNARY("LeakyRelu", MB_G_SAVE_X), UNARY("Log", MB_G_SAVE_X_FP32), UNARY("Mish", MB_G_SAVE_X),
   UNARY("Neg", MB_G_NOTHING), UNARY("Reciprocal", MB_G_RECIPROCAL), UNARY("Relu", MB_G_SAVE_Y), UNARY("Round", MB_G_NOTHING), UNARY("Selu", MB_G_SAVE_X),
   UNARY("Shrink", MB_G_SAVE_X), UNARY("Sigmoid", MB_G_SAVE_Y), UNARY("Sign", MB_G_NOTHING), UNARY("Sin", MB_G_SAVE_X), UNARY("Sinh", MB_G_SAVE_X_FP32),
   UNARY("Softplus", MB_G_SAVE_X_FP32), UNARY("Softsign", MB_G_SAVE_X), UNARY("Sqrt", MB_G_SQRT), UNARY("Tan", MB_G_SAVE_Y_FP32), UNARY("Tanh", MB_G_SAVE_Y),
   UNARY("ThresholdedRelu", MB_G_SAVE_X), UNARY("BitwiseNot", MB_G_NONDIFF),
-  {"", "Not", 1, 1, not_op, MB_G_NONDIFF}, {"", "IsNaN", 9, 1, not_op, MB_G_NONDIFF}, {"", "IsInf", 10, 1, not_op, MB_G_NONDIFF},
-  {"", "Add", 1, 2, broadcast_op, MB_G_ADD}, {"", "Sub", 1, 2, broadcast_op, MB_G_SUB},
-  {"", "Mul", 1, 2, broadcast_op, MB_G_MUL}, {"", "Div", 1, 2, broadcast_op, MB_G_DIV},
-  {"", "Mod", 10, 2, broadcast_op, MB_G_NOTHING}, {"", "Pow", 1, 2, broadcast_op, MB_G_POW},
-  {"", "PRelu", 1, 2, unary, MB_G_PRELU}, /* the slope broadcasts into X (legacy opsets: along channels) */
-  {"", "BitShift", 11, 2, broadcast_op, MB_G_NONDIFF},
-  {"", "BitwiseAnd", 18, 2, broadcast_op, MB_G_NONDIFF}, {"", "BitwiseOr", 18, 2, broadcast_op, MB_G_NONDIFF},
-  {"", "BitwiseXor", 18, 2, broadcast_op, MB_G_NONDIFF},
-  {"", "Min", 1, 1, broadcast_op, MB_G_MINMAX}, {"", "Max", 1, 1, broadcast_op, MB_G_MINMAX},
-  {"", "Sum", 1, 1, broadcast_op, MB_G_ADD}, {"", "Mean", 1, 1, broadcast_op, MB_G_NOTHING},
-  {"", "Equal", 1, 2, broadcast_op, MB_G_NONDIFF}, {"", "Less", 1, 2, broadcast_op, MB_G_NONDIFF},
-  {"", "Greater", 1, 2, broadcast_op, MB_G_NONDIFF}, {"", "LessOrEqual", 12, 2, broadcast_op, MB_G_NONDIFF},
-  {"", "GreaterOrEqual", 12, 2, broadcast_op, MB_G_NONDIFF}, {"", "And", 1, 2, broadcast_op, MB_G_NONDIFF},
-  {"", "Or", 1, 2, broadcast_op, MB_G_NONDIFF}, {"", "Xor", 1, 2, broadcast_op, MB_G_NONDIFF},
-  {"", "Where", 9, 3, where_op, MB_G_WHERE},
-  {"", "Cast", 1, 1, cast_op, MB_G_CAST}, {"", "CastLike", 15, 2, cast_op, MB_G_CAST},
-  {"", "Dropout", 1, 1, dropout_op, MB_G_DROPOUT},
+  {"", "Not", 1, 1, 1, 1, not_op, MB_G_NONDIFF}, {"", "IsNaN", 9, 1, 1, 1, not_op, MB_G_NONDIFF}, {"", "IsInf", 10, 1, 1, 1, not_op, MB_G_NONDIFF},
+  {"", "Add", 1, 2, 2, 1, broadcast_op, MB_G_ADD}, {"", "Sub", 1, 2, 2, 1, broadcast_op, MB_G_SUB},
+  {"", "Mul", 1, 2, 2, 1, broadcast_op, MB_G_MUL}, {"", "Div", 1, 2, 2, 1, broadcast_op, MB_G_DIV},
+  {"", "Mod", 10, 2, 2, 1, broadcast_op, MB_G_NOTHING}, {"", "Pow", 1, 2, 2, 1, broadcast_op, MB_G_POW},
+  {"", "PRelu", 1, 2, 2, 1, prelu, MB_G_PRELU},
+  {"", "BitShift", 11, 2, 2, 1, broadcast_op, MB_G_NONDIFF},
+  {"", "BitwiseAnd", 18, 2, 2, 1, broadcast_op, MB_G_NONDIFF}, {"", "BitwiseOr", 18, 2, 2, 1, broadcast_op, MB_G_NONDIFF},
+  {"", "BitwiseXor", 18, 2, 2, 1, broadcast_op, MB_G_NONDIFF},
+  {"", "Min", 1, 1, MB_OP_ANY, 1, broadcast_op, MB_G_MINMAX}, {"", "Max", 1, 1, MB_OP_ANY, 1, broadcast_op, MB_G_MINMAX},
+  {"", "Sum", 1, 1, MB_OP_ANY, 1, broadcast_op, MB_G_ADD}, {"", "Mean", 1, 1, MB_OP_ANY, 1, broadcast_op, MB_G_NOTHING},
+  {"", "Equal", 1, 2, 2, 1, broadcast_op, MB_G_NONDIFF}, {"", "Less", 1, 2, 2, 1, broadcast_op, MB_G_NONDIFF},
+  {"", "Greater", 1, 2, 2, 1, broadcast_op, MB_G_NONDIFF}, {"", "LessOrEqual", 12, 2, 2, 1, broadcast_op, MB_G_NONDIFF},
+  {"", "GreaterOrEqual", 12, 2, 2, 1, broadcast_op, MB_G_NONDIFF}, {"", "And", 1, 2, 2, 1, broadcast_op, MB_G_NONDIFF},
+  {"", "Or", 1, 2, 2, 1, broadcast_op, MB_G_NONDIFF}, {"", "Xor", 1, 2, 2, 1, broadcast_op, MB_G_NONDIFF},
+  {"", "Where", 9, 3, 3, 1, where_op, MB_G_WHERE},
+  {"", "Cast", 1, 1, 1, 1, cast_op, MB_G_CAST}, {"", "CastLike", 15, 2, 2, 1, cast_op, MB_G_CAST},
+  {"", "Dropout", 1, 1, 1, 2, dropout_op, MB_G_DROPOUT}, {"", "Dropout", 12, 1, 3, 2, dropout_op, MB_G_DROPOUT},
 };
 const size_t mb_ops_elementwise_count = sizeof mb_ops_elementwise / sizeof mb_ops_elementwise[0];

@@ -1,6 +1,7 @@
 /* Ops that rearrange or index: Resize/Upsample, Pad, Tile, DepthToSpace/SpaceToDepth, Trilu,
  * CumSum, OneHot, GatherElements, GatherND, Scatter*, TopK, Einsum. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "graph/dtype.h"
@@ -10,6 +11,35 @@ static int like_input(mb_op_ctx *c) { /* output 0 has input 0's shape and type *
   const mb_tinfo *x;
   int rc = mb_op_input(c, 0, &x);
   return rc ? rc : mb_op_set(c, 0, x->dtype, x->rank, x->dims);
+}
+
+/* GroupNormalization: num_groups divides the channels; scale and bias hold one value per group
+ * (opset 18) or per channel (opset 21, which fixed the schema): a zero-size one is refused. */
+static int group_norm(mb_op_ctx *c) {
+  const mb_tinfo *x;
+  int rc = mb_op_input(c, 0, &x);
+  if (rc) return rc;
+  char sx[300], of[400];
+  if (x->rank < 2) return mb_op_fail(c, "the input %s has no channel axis", mb_op_input_str(c, 0, sx, sizeof sx));
+  int64_t groups = mb_op_attr_i(c, "num_groups", 0);
+  if (groups <= 0 || x->dims[1] % groups)
+    return mb_op_fail(c, "num_groups %lld does not divide the %lld channels of %s", (long long)groups,
+                      (long long)x->dims[1], mb_op_input_str(c, 0, sx, sizeof sx));
+  bool per_group = c->opset < 21;
+  int64_t n = per_group ? groups : x->dims[1];
+  snprintf(of, sizeof of, "one value per %s of %s", per_group ? "group (num_groups)" : "channel",
+           mb_op_input_str(c, 0, sx, sizeof sx));
+  if ((rc = mb_op_exact_shape(c, 1, 1, &n, "the scale", of)) || (rc = mb_op_exact_shape(c, 2, 1, &n, "the bias", of)))
+    return rc;
+  return mb_op_set(c, 0, x->dtype, x->rank, x->dims);
+}
+
+/* ScatterElements, ScatterND: shaped like the data; the reduction (opset 16, max and min from
+ * 18) says which scatter PyTorch ran (sim/plan.c: refine_rule), so it is checked here. */
+static int scatter(mb_op_ctx *c) {
+  static const char *const reductions[] = {"none", "add", "mul", "max", "min", NULL};
+  (void)mb_op_attr_enum(c, "reduction", "none", reductions);
+  return like_input(c);
 }
 
 static int resize(mb_op_ctx *c) {
@@ -37,11 +67,11 @@ static int resize(mb_op_ctx *c) {
   }
   const double *scales = NULL;
   if (old && c->n_in < 2) { /* Upsample-7: scales attribute */
-    const mb_attr *a = mb_op_attr(c, "scales");
-    if (!a || a->n_floats != (uint64_t)x->rank) return mb_op_fail(c, "missing scales");
+    const float *sc;
+    if (mb_op_attr_floats(c, "scales", &sc) != (uint64_t)x->rank) return mb_op_fail(c, "missing scales");
     for (int32_t k = 0; k < x->rank; k++)
-      if (!mb_floor_dim((double)x->dims[k] * a->floats[k], &dims[k]))
-        return mb_op_fail(c, "scale %g gives an invalid size", (double)a->floats[k]);
+      if (!mb_floor_dim((double)x->dims[k] * sc[k], &dims[k]))
+        return mb_op_fail(c, "scale %g gives an invalid size", (double)sc[k]);
     return mb_op_set(c, 0, x->dtype, x->rank, dims);
   }
   if (c->n_in <= scales_in || !c->in[scales_in] || !(scales = mb_op_fvalues(c, scales_in, &n)))
@@ -178,12 +208,12 @@ static int top_k(mb_op_ctx *c) {
 
 /* Einsum: explicit ("ij,jk->ik") or implicit output; "..." broadcasts. */
 static int einsum(mb_op_ctx *c) {
-  const mb_attr *a = mb_op_attr(c, "equation");
-  if (!a || !a->s) return mb_op_fail(c, "missing equation");
+  const char *equation = mb_op_attr_s(c, "equation", NULL);
+  if (!equation) return mb_op_fail(c, "missing equation");
   int64_t size[128];
   for (int k = 0; k < 128; k++) size[k] = -1;
   int count[128] = {0};
-  const char *p = a->s;
+  const char *p = equation;
   int32_t in = 0, ell_rank = 0;
   int64_t ell[MB_MAX_RANK];
   mb_tinfo ellt = {.dims = ell};
@@ -319,7 +349,7 @@ static int compress(mb_op_ctx *c) {
   int64_t n;
   const int64_t *cond = mb_op_ivalues(c, 1, &n);
   int64_t bound;
-  const mb_attr *axis_attr = mb_op_attr(c, "axis");
+  const mb_attr *axis_attr = mb_op_attr_typed(c, "axis", MB_ATTR_INT);
   int64_t limit = axis_attr ? 0 : (int64_t)mb_tinfo_numel(x), count = 0;
   int32_t axis = 0;
   if (axis_attr && (rc = mb_op_axis(c, axis_attr->i, x->rank, &axis))) return rc;
@@ -363,7 +393,7 @@ static int unique(mb_op_ctx *c) {
   if (rc) return rc;
   int64_t count;
   if (!user_bound(c, &count)) return data_dependent(c);
-  const mb_attr *axis_attr = mb_op_attr(c, "axis");
+  const mb_attr *axis_attr = mb_op_attr_typed(c, "axis", MB_ATTR_INT);
   int64_t inverse = (int64_t)mb_tinfo_numel(x);
   if (axis_attr) {
     int32_t axis;
@@ -382,38 +412,43 @@ static int unique(mb_op_ctx *c) {
 }
 
 const mb_op_def mb_ops_layout[] = {
-  {"", "Resize", 10, 1, resize, MB_G_RESIZE},
-  {"", "Upsample", 7, 1, resize, MB_G_RESIZE},
-  {"", "Pad", 1, 1, pad, MB_G_PAD},
-  {"", "Tile", 6, 2, tile, MB_G_NOTHING},
-  {"", "DepthToSpace", 1, 1, depth_space, MB_G_NOTHING},
-  {"", "SpaceToDepth", 1, 1, depth_space, MB_G_NOTHING},
-  {"", "Trilu", 14, 1, like_input, MB_G_NOTHING},
-  {"", "CumSum", 11, 2, like_input, MB_G_CUMSUM},
-  {"", "OneHot", 9, 3, one_hot, MB_G_NONDIFF},
-  {"", "GatherElements", 11, 2, gather_elements, MB_G_GATHER_ELEMENTS},
-  {"", "GatherND", 11, 2, gather_nd, MB_G_INDEX1},
+  {"", "Resize", 10, 2, 2, 1, resize, MB_G_RESIZE},
+  {"", "Resize", 11, 3, 4, 1, resize, MB_G_RESIZE},
+  {"", "Resize", 13, 1, 4, 1, resize, MB_G_RESIZE},
+  {"", "Upsample", 7, 1, 1, 1, resize, MB_G_RESIZE},
+  {"", "Upsample", 9, 2, 2, 1, resize, MB_G_RESIZE},
+  {"", "Pad", 1, 1, 1, 1, pad, MB_G_PAD},
+  {"", "Pad", 11, 2, 3, 1, pad, MB_G_PAD},
+  {"", "Pad", 18, 2, 4, 1, pad, MB_G_PAD},
+  {"", "Tile", 6, 2, 2, 1, tile, MB_G_NOTHING},
+  {"", "DepthToSpace", 1, 1, 1, 1, depth_space, MB_G_NOTHING},
+  {"", "SpaceToDepth", 1, 1, 1, 1, depth_space, MB_G_NOTHING},
+  {"", "Trilu", 14, 1, 2, 1, like_input, MB_G_NOTHING},
+  {"", "CumSum", 11, 2, 2, 1, like_input, MB_G_CUMSUM},
+  {"", "OneHot", 9, 3, 3, 1, one_hot, MB_G_NONDIFF},
+  {"", "GatherElements", 11, 2, 2, 1, gather_elements, MB_G_GATHER_ELEMENTS},
+  {"", "GatherND", 11, 2, 2, 1, gather_nd, MB_G_INDEX1},
   /* the reduction says which scatter PyTorch ran (plan.c: refine_rule) */
-  {"", "ScatterElements", 11, 3, like_input, MB_G_SCATTER},
-  {"", "ScatterND", 11, 3, like_input, MB_G_INDEX1},
-  {"", "Scatter", 9, 3, like_input, MB_G_INDEX1},
-  {"", "TopK", 1, 1, top_k, MB_G_TOPK},
-  {"", "Einsum", 12, 1, einsum, MB_G_EINSUM},
-  {"", "GroupNormalization", 18, 3, like_input, MB_G_GROUPNORM},
-  {"", "RMSNormalization", 23, 2, like_input, MB_G_RMSNORM},
-  {"", "MeanVarianceNormalization", 9, 1, like_input, MB_G_SAVE_X},
-  {"", "ReverseSequence", 10, 2, like_input, MB_G_NOTHING},
-  {"", "EyeLike", 9, 1, like_input_dtype, MB_G_NONDIFF},
-  {"", "Bernoulli", 15, 1, like_input_dtype, MB_G_NONDIFF},
-  {"", "RandomUniformLike", 1, 1, like_input_dtype, MB_G_NONDIFF},
-  {"", "RandomNormalLike", 1, 1, like_input_dtype, MB_G_NONDIFF},
-  {"", "GridSample", 16, 2, grid_sample, MB_G_DEFAULT},
-  {"", "Det", 11, 1, det, MB_G_SAVE_XY},
-  {"", "RoiAlign", 10, 3, roi_align, MB_G_INDEX1},
-  {"", "MaxUnpool", 9, 2, max_unpool, MB_G_INDEX1},
-  {"", "Compress", 9, 2, compress, MB_G_INDEX1},
-  {"", "NonZero", 9, 1, non_zero, MB_G_NONDIFF},
-  {"", "NonMaxSuppression", 10, 2, non_max_suppression, MB_G_NONDIFF},
-  {"", "Unique", 11, 1, unique, MB_G_NONDIFF},
+  {"", "ScatterElements", 11, 3, 3, 1, scatter, MB_G_SCATTER},
+  {"", "ScatterND", 11, 3, 3, 1, scatter, MB_G_INDEX1},
+  {"", "Scatter", 9, 3, 3, 1, like_input, MB_G_INDEX1},
+  {"", "TopK", 1, 1, 1, 2, top_k, MB_G_TOPK},
+  {"", "TopK", 10, 2, 2, 2, top_k, MB_G_TOPK},
+  {"", "Einsum", 12, 1, MB_OP_ANY, 1, einsum, MB_G_EINSUM},
+  {"", "GroupNormalization", 18, 3, 3, 1, group_norm, MB_G_GROUPNORM},
+  {"", "MeanVarianceNormalization", 9, 1, 1, 1, like_input, MB_G_SAVE_X},
+  {"", "ReverseSequence", 10, 2, 2, 1, like_input, MB_G_NOTHING},
+  {"", "EyeLike", 9, 1, 1, 1, like_input_dtype, MB_G_NONDIFF},
+  {"", "Bernoulli", 15, 1, 1, 1, like_input_dtype, MB_G_NONDIFF},
+  {"", "RandomUniformLike", 1, 1, 1, 1, like_input_dtype, MB_G_NONDIFF},
+  {"", "RandomNormalLike", 1, 1, 1, 1, like_input_dtype, MB_G_NONDIFF},
+  {"", "GridSample", 16, 2, 2, 1, grid_sample, MB_G_DEFAULT},
+  {"", "Det", 11, 1, 1, 1, det, MB_G_SAVE_XY},
+  {"", "RoiAlign", 10, 3, 3, 1, roi_align, MB_G_INDEX1},
+  {"", "MaxUnpool", 9, 2, 3, 1, max_unpool, MB_G_INDEX1},
+  {"", "Compress", 9, 2, 2, 1, compress, MB_G_INDEX1},
+  {"", "NonZero", 9, 1, 1, 1, non_zero, MB_G_NONDIFF},
+  {"", "NonMaxSuppression", 10, 2, 5, 1, non_max_suppression, MB_G_NONDIFF},
+  {"", "Unique", 11, 1, 1, 4, unique, MB_G_NONDIFF},
 };
 const size_t mb_ops_layout_count = sizeof mb_ops_layout / sizeof mb_ops_layout[0];

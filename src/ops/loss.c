@@ -8,8 +8,8 @@ static int loss(mb_op_ctx *c) {
   const mb_tinfo *x, *target;
   int rc;
   if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &target))) return rc;
-  const mb_attr *red = mb_op_attr(c, "reduction");
-  bool none = red && red->s && !strcmp(red->s, "none");
+  static const char *const reductions[] = {"none", "sum", "mean", NULL};
+  bool none = !strcmp(mb_op_attr_enum(c, "reduction", "mean", reductions), "none");
   if (none) rc = mb_op_set(c, 0, x->dtype, target->rank, target->dims);
   else rc = mb_op_set(c, 0, x->dtype, 0, NULL);
   if (rc) return rc;
@@ -34,10 +34,10 @@ static int optimizer(mb_op_ctx *c) {
 }
 
 const mb_op_def mb_ops_loss[] = {
-  {"", "NegativeLogLikelihoodLoss", 12, 2, loss, MB_G_INDEX1},
-  {"", "SoftmaxCrossEntropyLoss", 12, 2, loss, MB_G_CROSS_ENTROPY},
-  {"ai.onnx.preview.training", "Adagrad", 1, 5, optimizer, MB_G_NONDIFF},
-  {"ai.onnx.preview.training", "Momentum", 1, 5, optimizer, MB_G_NONDIFF},
-  {"ai.onnx.preview.training", "Adam", 1, 6, optimizer, MB_G_NONDIFF},
+  {"", "NegativeLogLikelihoodLoss", 12, 2, 3, 1, loss, MB_G_INDEX1},
+  {"", "SoftmaxCrossEntropyLoss", 12, 2, 3, 2, loss, MB_G_CROSS_ENTROPY},
+  {"ai.onnx.preview.training", "Adagrad", 1, 5, MB_OP_ANY, MB_OP_ANY, optimizer, MB_G_NONDIFF},
+  {"ai.onnx.preview.training", "Momentum", 1, 5, MB_OP_ANY, MB_OP_ANY, optimizer, MB_G_NONDIFF},
+  {"ai.onnx.preview.training", "Adam", 1, 6, MB_OP_ANY, MB_OP_ANY, optimizer, MB_G_NONDIFF},
 };
 const size_t mb_ops_loss_count = sizeof mb_ops_loss / sizeof mb_ops_loss[0];

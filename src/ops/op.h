@@ -79,11 +79,18 @@ struct mb_op_ctx {
 
 typedef int (*mb_shape_fn)(mb_op_ctx *c);
 
+/* An entry's arity, as the ONNX schema of each opset it covers gives it (an op whose arity
+ * changed has an entry per change; tests/python/test_op_table.py holds the table to the onnx
+ * package's schemas). A node with more inputs or outputs than its entry takes is refused at
+ * load (mb_ops_resolve_model); one with fewer given inputs than min_inputs by shape inference. */
+#define MB_OP_ANY (-1)    /* max_inputs / max_outputs of a variadic op: any number */
 typedef struct mb_op_def {
   const char *domain;     /* "" = ai.onnx */
   const char *op_type;
   int32_t since;          /* first opset version this entry applies to */
-  int32_t min_inputs;
+  int32_t min_inputs;     /* inputs that must be given (not omitted): the required ones */
+  int32_t max_inputs;     /* input slots, omitted ones ("") included; MB_OP_ANY: variadic */
+  int32_t max_outputs;    /* output slots, omitted ones included; MB_OP_ANY: variadic */
   mb_shape_fn shape;
   uint8_t grad;           /* mb_grad_id (ops/grad.h) */
 } mb_op_def;
@@ -102,11 +109,23 @@ const mb_op_def *mb_op_at(size_t i);
 __attribute__((format(printf, 2, 3)))
 #endif
 int mb_op_fail(mb_op_ctx *c, const char *fmt, ...); /* "node 'n' (Op): ..." */
-const mb_attr *mb_op_attr(const mb_op_ctx *c, const char *name);
+/* Attributes, each read as the type the rule takes: one the node declares as another type is
+ * an error naming the node, the attribute and both types (recorded in c->d, which inference
+ * checks after the rule; the accessor then answers as if the attribute were absent). Rules
+ * read attributes only through these. */
+const mb_attr *mb_op_attr_typed(const mb_op_ctx *c, const char *name, int32_t type); /* NULL: absent */
 int64_t mb_op_attr_i(const mb_op_ctx *c, const char *name, int64_t dflt);
 float mb_op_attr_f(const mb_op_ctx *c, const char *name, float dflt);
-/* ints attribute; returns count (0 if absent) and sets *v */
+const char *mb_op_attr_s(const mb_op_ctx *c, const char *name, const char *dflt);
+/* ints / floats attribute; returns count (0 if absent) and sets *v */
 uint64_t mb_op_attr_ints(const mb_op_ctx *c, const char *name, const int64_t **v);
+uint64_t mb_op_attr_floats(const mb_op_ctx *c, const char *name, const float **v);
+/* A STRING attribute that names one of a fixed set (auto_pad, direction, reduction): another
+ * value is an error listing the set (NULL-terminated), as is another type; dflt when absent. */
+const char *mb_op_attr_enum(const mb_op_ctx *c, const char *name, const char *dflt, const char *const *allowed);
+/* TENSOR attribute (NULL when absent; declared without a tensor is an error too) */
+const mb_const_tensor *mb_op_attr_t(const mb_op_ctx *c, const char *name);
+const mb_graph *mb_op_attr_g(const mb_op_ctx *c, const char *name);
 /* Required input i with known rank, or an error naming the node. */
 int mb_op_input(mb_op_ctx *c, int32_t i, const mb_tinfo **t);
 /* Set output i (ignored when omitted): copies dims. */
@@ -154,6 +173,13 @@ bool mb_op_mask_bound(mb_op_ctx *c, const mb_tinfo *mask, int64_t limit, int64_t
 int mb_op_reduce_max_value(mb_op_ctx *c, const mb_tinfo *x);
 /* "[2, 3, 4]" into buf for messages. */
 const char *mb_shape_str(char *buf, size_t size, const mb_tinfo *t);
+/* "'W' [4, 2, 3, 3]": input i's tensor name and shape, for messages. */
+const char *mb_op_input_str(const mb_op_ctx *c, int32_t i, char *buf, size_t size);
+/* Input i (when given with a known shape) must have exactly `rank` dims `dims` (a norm's
+ * per-channel scale, a convolution's bias): a zero-size or mis-sized one fails, naming the
+ * node, what it is, the tensor and both shapes. */
+int mb_op_exact_shape(mb_op_ctx *c, int32_t i, int32_t rank, const int64_t *dims, const char *what,
+                      const char *of);
 uint64_t mb_tinfo_numel(const mb_tinfo *t);
 /* Values of input i as integers when known (NULL otherwise). */
 const int64_t *mb_op_ivalues(const mb_op_ctx *c, int32_t i, int64_t *n);
@@ -163,9 +189,13 @@ const double *mb_op_fvalues(mb_op_ctx *c, int32_t i, int64_t *n);
 /* Give output i known floating values. */
 int mb_op_set_fvalues(mb_op_ctx *c, int32_t i, const double *v, int64_t n);
 
+/* auto_pad's values (nn.c), NULL-terminated. */
+extern const char *const mb_auto_pads[];
+
 /* Shared shape rules (nn.c), for the quantized and integer variants. */
-int mb_op_conv_shape(mb_op_ctx *c, const mb_tinfo *x, const mb_tinfo *w, int32_t dtype);
-int mb_op_matmul_shape(mb_op_ctx *c, const mb_tinfo *a, const mb_tinfo *b, int32_t dtype);
+/* wi, ai, bi: the weight's and operands' input indices (for messages). */
+int mb_op_conv_shape(mb_op_ctx *c, const mb_tinfo *x, const mb_tinfo *w, int32_t wi, int32_t dtype);
+int mb_op_matmul_shape(mb_op_ctx *c, const mb_tinfo *a, const mb_tinfo *b, int32_t ai, int32_t bi, int32_t dtype);
 
 /* Checked int64 arithmetic for sizes computed from untrusted attributes and values. */
 static inline bool mb_add_i64(int64_t a, int64_t b, int64_t *r) { return !__builtin_add_overflow(a, b, r); }

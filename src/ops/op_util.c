@@ -14,43 +14,81 @@ int mb_op_fail(mb_op_ctx *c, const char *fmt, ...) {
                  c->node->op_type, msg);
 }
 
-const mb_attr *mb_op_attr(const mb_op_ctx *c, const char *name) {
+static const mb_attr *find_attr(const mb_op_ctx *c, const char *name) {
   for (int32_t i = 0; i < c->node->n_attrs; i++)
     if (!strcmp(c->node->attrs[i].name, name)) return &c->node->attrs[i];
   return NULL;
 }
 
 /* An attribute the rule reads as one type but the node declares as another (an axis given as
- * a float): onnx.checker refuses it, and reading the other field would silently take 0. The
+ * a float, a mode given as an int, a value given as a float instead of a tensor): onnx.checker
+ * refuses it, and reading the other field would silently take 0, NULL or the default. The
  * failure lands in the context's diag, which inference checks after the rule returns; an
  * attribute without a declared type (0: files older than the type field) is read as it is. */
-static const mb_attr *typed(const mb_op_ctx *c, const char *name, int32_t want, const char *want_name) {
-  const mb_attr *a = mb_op_attr(c, name);
+const mb_attr *mb_op_attr_typed(const mb_op_ctx *c, const char *name, int32_t want) {
+  const mb_attr *a = find_attr(c, name);
   if (!a || !a->type || a->type == want) return a;
-  static const char *const names[] = {"UNDEFINED", "FLOAT", "INT", "STRING", "TENSOR", "GRAPH", "FLOATS",
-                                      "INTS", "STRINGS", "TENSORS", "GRAPHS", "SPARSE_TENSOR", "SPARSE_TENSORS",
-                                      "TYPE_PROTO", "TYPE_PROTOS"};
-  const char *have = a->type > 0 && a->type < (int32_t)(sizeof names / sizeof names[0]) ? names[a->type] : "unknown";
   if (c->d->status == MB_OK)
     mb_fail(c->d, MB_E_INVALID_MODEL, "node '%s' (%s): attribute '%s' is %s, the op takes %s", c->node->name,
-            c->node->op_type, name, have, want_name);
+            c->node->op_type, name, mb_attr_type_name(a->type), mb_attr_type_name(want));
   return NULL;
 }
 
 int64_t mb_op_attr_i(const mb_op_ctx *c, const char *name, int64_t dflt) {
-  const mb_attr *a = typed(c, name, 2, "INT");
+  const mb_attr *a = mb_op_attr_typed(c, name, MB_ATTR_INT);
   return a ? a->i : dflt;
 }
 
 float mb_op_attr_f(const mb_op_ctx *c, const char *name, float dflt) {
-  const mb_attr *a = typed(c, name, 1, "FLOAT");
+  const mb_attr *a = mb_op_attr_typed(c, name, MB_ATTR_FLOAT);
   return a ? a->f : dflt;
 }
 
 uint64_t mb_op_attr_ints(const mb_op_ctx *c, const char *name, const int64_t **v) {
-  const mb_attr *a = typed(c, name, 7, "INTS");
+  const mb_attr *a = mb_op_attr_typed(c, name, MB_ATTR_INTS);
   *v = a ? a->ints : NULL;
   return a ? a->n_ints : 0;
+}
+
+uint64_t mb_op_attr_floats(const mb_op_ctx *c, const char *name, const float **v) {
+  const mb_attr *a = mb_op_attr_typed(c, name, MB_ATTR_FLOATS);
+  *v = a ? a->floats : NULL;
+  return a ? a->n_floats : 0;
+}
+
+const char *mb_op_attr_s(const mb_op_ctx *c, const char *name, const char *dflt) {
+  const mb_attr *a = mb_op_attr_typed(c, name, MB_ATTR_STRING);
+  return a && a->s ? a->s : dflt;
+}
+
+const char *mb_op_attr_enum(const mb_op_ctx *c, const char *name, const char *dflt, const char *const *allowed) {
+  const char *s = mb_op_attr_s(c, name, dflt);
+  for (const char *const *a = allowed; *a; a++)
+    if (!strcmp(s, *a)) return s;
+  if (c->d->status == MB_OK) {
+    char list[256];
+    size_t o = 0;
+    list[0] = 0;
+    for (const char *const *a = allowed; *a && o < sizeof list; a++)
+      o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", a == allowed ? "" : ", ", *a);
+    mb_fail(c->d, MB_E_INVALID_MODEL, "node '%s' (%s): attribute '%s' is '%.64s', not one of %s", c->node->name,
+            c->node->op_type, name, s, list);
+  }
+  return dflt;
+}
+
+/* A TENSOR attribute declared without its tensor is refused too: its value would be a guess. */
+const mb_const_tensor *mb_op_attr_t(const mb_op_ctx *c, const char *name) {
+  const mb_attr *a = mb_op_attr_typed(c, name, MB_ATTR_TENSOR);
+  if (a && !a->t && c->d->status == MB_OK)
+    mb_fail(c->d, MB_E_INVALID_MODEL, "node '%s' (%s): attribute '%s' holds no tensor", c->node->name,
+            c->node->op_type, name);
+  return a ? a->t : NULL;
+}
+
+const mb_graph *mb_op_attr_g(const mb_op_ctx *c, const char *name) {
+  const mb_attr *a = mb_op_attr_typed(c, name, MB_ATTR_GRAPH);
+  return a ? a->g : NULL;
 }
 
 int mb_op_input(mb_op_ctx *c, int32_t i, const mb_tinfo **t) {
@@ -158,6 +196,29 @@ const char *mb_shape_str(char *buf, size_t size, const mb_tinfo *t) {
   return buf;
 }
 
+const char *mb_op_input_str(const mb_op_ctx *c, int32_t i, char *buf, size_t size) {
+  const char *name = i < c->n_in && c->node->inputs[i] >= 0 ? c->graph->values[c->node->inputs[i]].name : "";
+  char shape[256] = "";
+  if (i < c->n_in && c->in[i] && c->in[i]->rank >= 0) mb_shape_str(shape, sizeof shape, c->in[i]);
+  snprintf(buf, size, "'%.200s'%s%s", name, shape[0] ? " " : "", shape);
+  return buf;
+}
+
+int mb_op_exact_shape(mb_op_ctx *c, int32_t i, int32_t rank, const int64_t *dims, const char *what,
+                      const char *of) {
+  if (i >= c->n_in || !c->in[i] || c->in[i]->rank < 0) return MB_OK; /* omitted or unknown */
+  const mb_tinfo *t = c->in[i];
+  bool ok = t->rank == rank;
+  for (int32_t k = 0; ok && k < rank; k++) ok = t->dims[k] == dims[k];
+  if (ok) return MB_OK;
+  char st[300], sw[256];
+  mb_tinfo want = *t;
+  want.rank = rank;
+  want.dims = (int64_t *)dims;
+  return mb_op_fail(c, "%s %s is not %s, %s", what, mb_op_input_str(c, i, st, sizeof st),
+                    mb_shape_str(sw, sizeof sw, &want), of);
+}
+
 int mb_op_broadcast(mb_op_ctx *c, const mb_tinfo *a, const mb_tinfo *b, int32_t *rank, int64_t *out) {
   int32_t r = a->rank > b->rank ? a->rank : b->rank;
   for (int32_t k = 0; k < r; k++) {
@@ -185,11 +246,11 @@ int mb_op_unidirectional(mb_op_ctx *c, int32_t i, int32_t rank, const int64_t *d
     ok = have == want || have == 1;
   }
   if (ok) return MB_OK;
-  char st[256], sw[256];
+  char st[300], sw[256];
   mb_tinfo target = *t; /* the same tensor info, at the target's shape (its own dims untouched) */
   target.rank = rank;
   target.dims = (int64_t *)dims;
-  return mb_op_fail(c, "%s %s does not broadcast to %s", what, mb_shape_str(st, sizeof st, t),
+  return mb_op_fail(c, "%s %s does not broadcast to %s", what, mb_op_input_str(c, i, st, sizeof st),
                     mb_shape_str(sw, sizeof sw, &target));
 }
 

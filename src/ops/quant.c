@@ -33,37 +33,37 @@ static int conv_integer(mb_op_ctx *c) {
   const mb_tinfo *x, *w;
   int rc;
   if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &w))) return rc;
-  return mb_op_conv_shape(c, x, w, MB_DTYPE_INT32);
+  return mb_op_conv_shape(c, x, w, 1, MB_DTYPE_INT32);
 }
 
 static int qlinear_conv(mb_op_ctx *c) { /* x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp */
   const mb_tinfo *x, *w;
   int rc;
   if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 3, &w))) return rc;
-  return mb_op_conv_shape(c, x, w, input_type(c, 7, x->dtype));
+  return mb_op_conv_shape(c, x, w, 3, input_type(c, 7, x->dtype));
 }
 
 static int matmul_integer(mb_op_ctx *c) {
   const mb_tinfo *a, *b;
   int rc;
   if ((rc = mb_op_input(c, 0, &a)) || (rc = mb_op_input(c, 1, &b))) return rc;
-  return mb_op_matmul_shape(c, a, b, MB_DTYPE_INT32);
+  return mb_op_matmul_shape(c, a, b, 0, 1, MB_DTYPE_INT32);
 }
 
 static int qlinear_matmul(mb_op_ctx *c) { /* a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp */
   const mb_tinfo *a, *b;
   int rc;
   if ((rc = mb_op_input(c, 0, &a)) || (rc = mb_op_input(c, 3, &b))) return rc;
-  return mb_op_matmul_shape(c, a, b, input_type(c, 7, a->dtype));
+  return mb_op_matmul_shape(c, a, b, 0, 3, input_type(c, 7, a->dtype));
 }
 
 const mb_op_def mb_ops_quant[] = {
-  {"", "QuantizeLinear", 10, 2, quantize, MB_G_NONDIFF},
-  {"", "DequantizeLinear", 10, 2, dequantize, MB_G_NONDIFF},
-  {"", "DynamicQuantizeLinear", 11, 1, dynamic_quantize, MB_G_NONDIFF},
-  {"", "ConvInteger", 10, 2, conv_integer, MB_G_NONDIFF},
-  {"", "QLinearConv", 10, 8, qlinear_conv, MB_G_NONDIFF},
-  {"", "MatMulInteger", 10, 2, matmul_integer, MB_G_NONDIFF},
-  {"", "QLinearMatMul", 10, 8, qlinear_matmul, MB_G_NONDIFF},
+  {"", "QuantizeLinear", 10, 2, 3, 1, quantize, MB_G_NONDIFF},
+  {"", "DequantizeLinear", 10, 2, 3, 1, dequantize, MB_G_NONDIFF},
+  {"", "DynamicQuantizeLinear", 11, 1, 1, 3, dynamic_quantize, MB_G_NONDIFF},
+  {"", "ConvInteger", 10, 2, 4, 1, conv_integer, MB_G_NONDIFF},
+  {"", "QLinearConv", 10, 8, 9, 1, qlinear_conv, MB_G_NONDIFF},
+  {"", "MatMulInteger", 10, 2, 4, 1, matmul_integer, MB_G_NONDIFF},
+  {"", "QLinearMatMul", 10, 8, 8, 1, qlinear_matmul, MB_G_NONDIFF},
 };
 const size_t mb_ops_quant_count = sizeof mb_ops_quant / sizeof mb_ops_quant[0];

@@ -49,11 +49,13 @@ static int arg_reduce(mb_op_ctx *c) {
   return reduce_to(c, x, &axis, 1, mb_op_attr_i(c, "keepdims", 1) != 0, false, MB_DTYPE_INT64, 0);
 }
 
-#define REDUCE(name, grad) {"", name, 1, 1, reduce, grad}
+/* axes an attribute up to axes_input - 1, an optional second input from then on */
+#define REDUCE(name, grad, axes_input) {"", name, 1, 1, 1, 1, reduce, grad}, {"", name, axes_input, 1, 2, 1, reduce, grad}
 const mb_op_def mb_ops_reduce[] = {
-  REDUCE("ReduceL1", MB_G_REDUCE_X), REDUCE("ReduceL2", MB_G_REDUCE_XY), REDUCE("ReduceLogSum", MB_G_REDUCE_XY), REDUCE("ReduceLogSumExp", MB_G_REDUCE_XY),
-  REDUCE("ReduceMax", MB_G_REDUCE_XY), REDUCE("ReduceMean", MB_G_REDUCE_MEAN), REDUCE("ReduceMin", MB_G_REDUCE_XY), REDUCE("ReduceProd", MB_G_REDUCE_XY),
-  REDUCE("ReduceSum", MB_G_REDUCE_SUM), REDUCE("ReduceSumSquare", MB_G_REDUCE_X),
-  {"", "ArgMax", 1, 1, arg_reduce, MB_G_NONDIFF}, {"", "ArgMin", 1, 1, arg_reduce, MB_G_NONDIFF},
+  REDUCE("ReduceL1", MB_G_REDUCE_X, 18), REDUCE("ReduceL2", MB_G_REDUCE_XY, 18), REDUCE("ReduceLogSum", MB_G_REDUCE_XY, 18),
+  REDUCE("ReduceLogSumExp", MB_G_REDUCE_XY, 18), REDUCE("ReduceMax", MB_G_REDUCE_XY, 18), REDUCE("ReduceMean", MB_G_REDUCE_MEAN, 18),
+  REDUCE("ReduceMin", MB_G_REDUCE_XY, 18), REDUCE("ReduceProd", MB_G_REDUCE_XY, 18), REDUCE("ReduceSum", MB_G_REDUCE_SUM, 13),
+  REDUCE("ReduceSumSquare", MB_G_REDUCE_X, 18),
+  {"", "ArgMax", 1, 1, 1, 1, arg_reduce, MB_G_NONDIFF}, {"", "ArgMin", 1, 1, 1, 1, arg_reduce, MB_G_NONDIFF},
 };
 const size_t mb_ops_reduce_count = sizeof mb_ops_reduce / sizeof mb_ops_reduce[0];

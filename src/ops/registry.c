@@ -74,14 +74,31 @@ static const mb_op_def *resolve_op(resolver *r, const mb_node *n) {
   return def;
 }
 
-static void resolve_graph(resolver *r, const struct mb_model *m, mb_graph *g) {
+/* More inputs or outputs than the op takes at the node's opset: onnx.checker refuses it, and the
+ * rules would read past what the op defines (or never read the extras, a silent no-op). The
+ * count is the node's slots, omitted ("") ones included, as the checker counts them. */
+static int check_arity(const mb_node *n, mb_diag *d) {
+  const mb_op_def *def = n->op;
+  if (def->max_inputs != MB_OP_ANY && n->n_inputs > def->max_inputs)
+    return mb_fail(d, MB_E_INVALID_MODEL, "node '%s' (%s): %d inputs, more than the %d the op takes at opset %lld",
+                   n->name, n->op_type, (int)n->n_inputs, (int)def->max_inputs, (long long)n->opset);
+  if (def->max_outputs != MB_OP_ANY && n->n_outputs > def->max_outputs)
+    return mb_fail(d, MB_E_INVALID_MODEL, "node '%s' (%s): %d outputs, more than the %d the op gives at opset %lld",
+                   n->name, n->op_type, (int)n->n_outputs, (int)def->max_outputs, (long long)n->opset);
+  return MB_OK;
+}
+
+static int resolve_graph(resolver *r, const struct mb_model *m, mb_graph *g, mb_diag *d) {
   for (int32_t k = 0; k < g->n_nodes; k++) {
     mb_node *n = &g->nodes[k];
     int32_t i = mb_strmap_get(r->opsets, n->domain);
     n->opset = i >= 0 ? m->opsets[i].version : -1;
     n->op = resolve_op(r, n);
-    for (int32_t s = 0; s < mb_node_num_subgraphs(n); s++) resolve_graph(r, m, mb_node_subgraph(n, s));
+    if (n->op && check_arity(n, d) != MB_OK) return d->status;
+    for (int32_t s = 0; s < mb_node_num_subgraphs(n); s++)
+      if (resolve_graph(r, m, mb_node_subgraph(n, s), d) != MB_OK) return d->status;
   }
+  return MB_OK;
 }
 
 /* One map from domain to opset import (the first import of a domain wins, as in
@@ -96,11 +113,11 @@ int mb_ops_resolve_model(struct mb_model *m, mb_diag *d) {
     }
   resolver r = {.opsets = &opsets};
   r.failed = mb_strmap_init(&r.known, 64) != 0;
-  resolve_graph(&r, m, m->graph);
+  int rc = resolve_graph(&r, m, m->graph, d);
   mb_strmap_free(&r.known);
   free(r.defs);
   mb_strmap_free(&opsets);
-  return MB_OK;
+  return rc;
 }
 
 size_t mb_op_count(void) {
@@ -125,5 +142,14 @@ MB_API int mb_ops_get(size_t i, const char **domain, const char **op_type, int *
   if (domain) *domain = d->domain;
   if (op_type) *op_type = d->op_type;
   if (since) *since = d->since;
+  return MB_OK;
+}
+
+MB_API int mb_ops_arity(size_t i, int *min_inputs, int *max_inputs, int *max_outputs) {
+  const mb_op_def *d = mb_op_at(i);
+  if (!d) return MB_E_RANGE;
+  if (min_inputs) *min_inputs = d->min_inputs;
+  if (max_inputs) *max_inputs = d->max_inputs;
+  if (max_outputs) *max_outputs = d->max_outputs;
   return MB_OK;
 }

@@ -12,8 +12,8 @@ static int recurrent(mb_op_ctx *c) {
   const char *op = c->node->op_type;
   int64_t gates = !strcmp(op, "LSTM") ? 4 : !strcmp(op, "GRU") ? 3 : 1;
   int64_t hidden = mb_op_attr_i(c, "hidden_size", w->dims[1] / gates);
-  const mb_attr *dir = mb_op_attr(c, "direction");
-  int64_t ndir = dir && dir->s && !strcmp(dir->s, "bidirectional") ? 2 : 1;
+  static const char *const directions[] = {"forward", "reverse", "bidirectional", NULL};
+  int64_t ndir = !strcmp(mb_op_attr_enum(c, "direction", "forward", directions), "bidirectional") ? 2 : 1;
   int64_t rows;
   if (hidden <= 0 || !mb_mul_i64(gates, hidden, &rows))
     return mb_op_fail(c, "hidden_size %lld is invalid", (long long)hidden);
@@ -37,8 +37,8 @@ static int recurrent(mb_op_ctx *c) {
 }
 
 const mb_op_def mb_ops_rnn[] = {
-  {"", "RNN", 1, 2, recurrent, MB_G_RNN},
-  {"", "GRU", 1, 2, recurrent, MB_G_RNN},
-  {"", "LSTM", 1, 2, recurrent, MB_G_RNN},
+  {"", "RNN", 1, 3, 6, 2, recurrent, MB_G_RNN},
+  {"", "GRU", 1, 3, 6, 2, recurrent, MB_G_RNN},
+  {"", "LSTM", 1, 3, 8, 3, recurrent, MB_G_RNN},
 };
 const size_t mb_ops_rnn_count = sizeof mb_ops_rnn / sizeof mb_ops_rnn[0];

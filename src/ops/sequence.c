@@ -175,13 +175,13 @@ static int concat_from_sequence(mb_op_ctx *c) {
 }
 
 const mb_op_def mb_ops_sequence[] = {
-  {"", "SplitToSequence", 11, 1, split_to_sequence, MB_G_SLICE},
-  {"", "SequenceAt", 11, 2, sequence_at, MB_G_VIEW},
-  {"", "SequenceConstruct", 11, 1, sequence_construct, MB_G_VIEW},
-  {"", "SequenceEmpty", 11, 0, sequence_empty, MB_G_NONDIFF},
-  {"", "SequenceInsert", 11, 2, sequence_insert, MB_G_VIEW},
-  {"", "SequenceErase", 11, 1, sequence_erase, MB_G_VIEW},
-  {"", "SequenceLength", 11, 1, sequence_length, MB_G_NONDIFF},
-  {"", "ConcatFromSequence", 11, 1, concat_from_sequence, MB_G_CONCAT},
+  {"", "SplitToSequence", 11, 1, 2, 1, split_to_sequence, MB_G_SLICE},
+  {"", "SequenceAt", 11, 2, 2, 1, sequence_at, MB_G_VIEW},
+  {"", "SequenceConstruct", 11, 1, MB_OP_ANY, 1, sequence_construct, MB_G_VIEW},
+  {"", "SequenceEmpty", 11, 0, 0, 1, sequence_empty, MB_G_NONDIFF},
+  {"", "SequenceInsert", 11, 2, 3, 1, sequence_insert, MB_G_VIEW},
+  {"", "SequenceErase", 11, 1, 2, 1, sequence_erase, MB_G_VIEW},
+  {"", "SequenceLength", 11, 1, 1, 1, sequence_length, MB_G_NONDIFF},
+  {"", "ConcatFromSequence", 11, 1, 1, 1, concat_from_sequence, MB_G_CONCAT},
 };
 const size_t mb_ops_sequence_count = sizeof mb_ops_sequence / sizeof mb_ops_sequence[0];

@@ -12,28 +12,29 @@
 static int oom(mb_op_ctx *c) { return mb_fail(c->d, MB_E_NOMEM, "out of memory"); }
 
 static int constant(mb_op_ctx *c) {
-  const mb_attr *a = mb_op_attr(c, "value");
-  if (a && a->t) {
-    const mb_const_tensor *t = a->t;
+  const mb_const_tensor *t = mb_op_attr_t(c, "value");
+  if (t) {
     int rc = mb_op_set(c, 0, t->dtype, t->rank, t->dims);
     if (!rc && t->values && c->out[0]) c->out[0]->val = t->values;
     return rc;
   }
-  if ((a = mb_op_attr(c, "value_int"))) {
+  if (c->d->status) return c->d->status; /* 'value' of another type, or without its tensor */
+  const mb_attr *a;
+  if ((a = mb_op_attr_typed(c, "value_int", MB_ATTR_INT))) {
     int rc = mb_op_set(c, 0, MB_DTYPE_INT64, 0, NULL);
     return rc ? rc : mb_op_set_ivalues(c, 0, &a->i, 1);
   }
-  if ((a = mb_op_attr(c, "value_ints"))) {
+  if ((a = mb_op_attr_typed(c, "value_ints", MB_ATTR_INTS))) {
     int64_t n = (int64_t)a->n_ints;
     int rc = mb_op_set(c, 0, MB_DTYPE_INT64, 1, &n);
     return rc ? rc : mb_op_set_ivalues(c, 0, a->ints, n);
   }
-  if ((a = mb_op_attr(c, "value_float"))) {
+  if ((a = mb_op_attr_typed(c, "value_float", MB_ATTR_FLOAT))) {
     double f = a->f;
     int rc = mb_op_set(c, 0, MB_DTYPE_FLOAT, 0, NULL);
     return rc ? rc : mb_op_set_fvalues(c, 0, &f, 1);
   }
-  if ((a = mb_op_attr(c, "value_floats"))) {
+  if ((a = mb_op_attr_typed(c, "value_floats", MB_ATTR_FLOATS))) {
     int64_t n = (int64_t)a->n_floats;
     int rc = mb_op_set(c, 0, MB_DTYPE_FLOAT, 1, &n);
     if (rc || n > MB_SMALL_VALUE_MAX) return rc;
@@ -42,12 +43,12 @@ static int constant(mb_op_ctx *c) {
     for (int64_t k = 0; k < n; k++) f[k] = a->floats[k];
     return mb_op_set_fvalues(c, 0, f, n);
   }
-  if ((a = mb_op_attr(c, "value_string"))) return mb_op_set(c, 0, MB_DTYPE_STRING, 0, NULL);
-  if ((a = mb_op_attr(c, "value_strings"))) {
+  if ((a = mb_op_attr_typed(c, "value_string", MB_ATTR_STRING))) return mb_op_set(c, 0, MB_DTYPE_STRING, 0, NULL);
+  if ((a = mb_op_attr_typed(c, "value_strings", MB_ATTR_STRINGS))) {
     int64_t n = (int64_t)a->n_strings;
     return mb_op_set(c, 0, MB_DTYPE_STRING, 1, &n);
   }
-  return mb_op_fail(c, "Constant without a value attribute");
+  return c->d->status ? c->d->status : mb_op_fail(c, "Constant without a value attribute");
 }
 
 static int shape_op(mb_op_ctx *c) {
@@ -190,7 +191,7 @@ static int transpose(mb_op_ctx *c) {
 static int get_axes(mb_op_ctx *c, int64_t attr_until, const int64_t **axes, int64_t *n) {
   if (c->opset < attr_until) {
     *n = (int64_t)mb_op_attr_ints(c, "axes", axes);
-    if (!*n && !mb_op_attr(c, "axes")) *n = -1;
+    if (!*n && !mb_op_attr_typed(c, "axes", MB_ATTR_INTS)) *n = -1;
     return MB_OK;
   }
   if (c->n_in < 2 || !c->in[1]) { *n = -1; return MB_OK; }
@@ -296,6 +297,13 @@ static int gather(mb_op_ctx *c) {
   if ((rc = mb_op_input(c, 0, &x)) || (rc = mb_op_input(c, 1, &idx))) return rc;
   int32_t axis;
   if ((rc = mb_op_axis(c, mb_op_attr_i(c, "axis", 0), x->rank, &axis))) return rc;
+  bool no_indices = false;
+  for (int32_t k = 0; k < idx->rank; k++) no_indices |= idx->dims[k] == 0;
+  if (x->rank > 0 && x->dims[axis] == 0 && !no_indices) { /* every index is out of range: an error */
+    char sx[300], si[300];
+    return mb_op_fail(c, "the data %s has no entries on axis %d for the indices %s", mb_op_input_str(c, 0, sx, sizeof sx),
+                      (int)axis, mb_op_input_str(c, 1, si, sizeof si));
+  }
   int64_t dims[MB_MAX_RANK];
   int32_t r = 0;
   if (x->rank - 1 + idx->rank > MB_MAX_RANK) return mb_op_fail(c, "rank too large");
@@ -327,7 +335,7 @@ static int slice(mb_op_ctx *c) {
   if (c->opset < 10) {
     ns = (int64_t)mb_op_attr_ints(c, "starts", &starts);
     ne = (int64_t)mb_op_attr_ints(c, "ends", &ends);
-    na = mb_op_attr(c, "axes") ? (int64_t)mb_op_attr_ints(c, "axes", &axes) : -1;
+    na = mb_op_attr_typed(c, "axes", MB_ATTR_INTS) ? (int64_t)mb_op_attr_ints(c, "axes", &axes) : -1;
   } else {
     if (!(starts = mb_op_ivalues(c, 1, &ns)) || !(ends = mb_op_ivalues(c, 2, &ne)))
       return mb_op_fail(c, "starts/ends are not known statically");
@@ -401,14 +409,18 @@ static int constant_of_shape(mb_op_ctx *c) {
   const int64_t *shape = mb_op_ivalues(c, 0, &n);
   if (!shape) return mb_op_fail(c, "the shape input is not known statically");
   if (n > MB_MAX_RANK) return mb_op_fail(c, "rank too large");
-  const mb_attr *a = mb_op_attr(c, "value");
-  int32_t dtype = a && a->t ? a->t->dtype : MB_DTYPE_FLOAT;
+  const mb_const_tensor *value = mb_op_attr_t(c, "value");
+  if (c->d->status) return c->d->status; /* 'value' of another type, or without its tensor */
+  if (value && value->numel != 1) /* the fill: ONNX's reference refuses any other size */
+    return mb_op_fail(c, "attribute 'value' holds %llu elements, the op takes a one-element tensor",
+                      (unsigned long long)value->numel);
+  int32_t dtype = value ? value->dtype : MB_DTYPE_FLOAT;
   int rc = mb_op_set(c, 0, dtype, (int32_t)n, shape);
-  if (rc || !a || !a->t || !a->t->values || a->t->values->is_float) return rc;
+  if (rc || !value || !value->values || value->values->is_float) return rc;
   uint64_t total = mb_tinfo_numel(c->out[0]);
   if (total > MB_SMALL_VALUE_MAX) return MB_OK;
   int64_t *o = mb_op_new_ivalues(c, 0, (int64_t)total);
-  for (uint64_t k = 0; o && k < total; k++) o[k] = a->t->values->i[0];
+  for (uint64_t k = 0; o && k < total; k++) o[k] = value->values->i[0];
   return c->d->status;
 }
 
@@ -475,19 +487,24 @@ static int split(mb_op_ctx *c) {
 }
 
 const mb_op_def mb_ops_tensor[] = {
-  {"", "Constant", 1, 0, constant, MB_G_NONDIFF},
-  {"", "Shape", 1, 1, shape_op, MB_G_NONDIFF},
-  {"", "Size", 1, 1, size_op, MB_G_NONDIFF},
-  {"", "Reshape", 1, 1, reshape, MB_G_RESHAPE},
-  {"", "Transpose", 1, 1, transpose, MB_G_TRANSPOSE},
-  {"", "Unsqueeze", 1, 1, unsqueeze, MB_G_VIEW},
-  {"", "Squeeze", 1, 1, squeeze, MB_G_VIEW},
-  {"", "Concat", 1, 1, concat, MB_G_CONCAT},
-  {"", "Gather", 1, 2, gather, MB_G_GATHER},
-  {"", "Slice", 1, 1, slice, MB_G_SLICE},
-  {"", "Expand", 8, 2, expand, MB_G_EXPAND},
-  {"", "ConstantOfShape", 9, 1, constant_of_shape, MB_G_NONDIFF},
-  {"", "Range", 11, 3, range, MB_G_NONDIFF},
-  {"", "Split", 2, 1, split, MB_G_SLICE},
+  {"", "Constant", 1, 0, 0, 1, constant, MB_G_NONDIFF},
+  {"", "Shape", 1, 1, 1, 1, shape_op, MB_G_NONDIFF},
+  {"", "Size", 1, 1, 1, 1, size_op, MB_G_NONDIFF},
+  {"", "Reshape", 1, 1, 1, 1, reshape, MB_G_RESHAPE},
+  {"", "Reshape", 5, 2, 2, 1, reshape, MB_G_RESHAPE},
+  {"", "Transpose", 1, 1, 1, 1, transpose, MB_G_TRANSPOSE},
+  {"", "Unsqueeze", 1, 1, 1, 1, unsqueeze, MB_G_VIEW},
+  {"", "Unsqueeze", 13, 2, 2, 1, unsqueeze, MB_G_VIEW},
+  {"", "Squeeze", 1, 1, 1, 1, squeeze, MB_G_VIEW},
+  {"", "Squeeze", 13, 1, 2, 1, squeeze, MB_G_VIEW},
+  {"", "Concat", 1, 1, MB_OP_ANY, 1, concat, MB_G_CONCAT},
+  {"", "Gather", 1, 2, 2, 1, gather, MB_G_GATHER},
+  {"", "Slice", 1, 1, 1, 1, slice, MB_G_SLICE},
+  {"", "Slice", 10, 3, 5, 1, slice, MB_G_SLICE},
+  {"", "Expand", 8, 2, 2, 1, expand, MB_G_EXPAND},
+  {"", "ConstantOfShape", 9, 1, 1, 1, constant_of_shape, MB_G_NONDIFF},
+  {"", "Range", 11, 3, 3, 1, range, MB_G_NONDIFF},
+  {"", "Split", 2, 1, 1, MB_OP_ANY, split, MB_G_SLICE},
+  {"", "Split", 13, 1, 2, MB_OP_ANY, split, MB_G_SLICE},
 };
 const size_t mb_ops_tensor_count = sizeof mb_ops_tensor / sizeof mb_ops_tensor[0];

@@ -331,9 +331,8 @@ static void match_island(matcher *m, int32_t x, int32_t start) {
 /* ---- TorchScript: If outputs that pass an outer tensor on, and detached shifts ---- */
 
 static const mb_graph *branch(const mb_node *n, const char *name) {
-  for (int32_t i = 0; i < n->n_attrs; i++)
-    if (!strcmp(n->attrs[i].name, name)) return n->attrs[i].g;
-  return NULL;
+  const mb_attr *a = mb_node_attr(n, name, MB_ATTR_GRAPH);
+  return a ? a->g : NULL;
 }
 
 static int32_t branch_source(const mb_graph *bg, int32_t j) {
@@ -396,10 +395,8 @@ static void mark_detached_shifts(matcher *m, mb_fusion *out, mb_arena *a) {
       }
       visited[nv++] = p;
       if (is(pn, "ScatterElements")) {
-        for (int32_t i = 0; i < pn->n_attrs; i++)
-          if (!strcmp(pn->attrs[i].name, "reduction") && pn->attrs[i].s &&
-              (!strcmp(pn->attrs[i].s, "max") || !strcmp(pn->attrs[i].s, "min")))
-            max = true;
+        const mb_attr *red = mb_node_attr(pn, "reduction", MB_ATTR_STRING);
+        if (red && red->s && (!strcmp(red->s, "max") || !strcmp(red->s, "min"))) max = true;
       }
       if (is(pn, "If")) { /* what the output read passes on */
         int32_t src = -1;

@@ -25,9 +25,8 @@ static bool aten_is(const mb_node *n, const char *prefix) {
 }
 
 static int64_t attr_i(const mb_node *n, const char *name, int64_t dflt) {
-  for (int32_t i = 0; i < n->n_attrs; i++)
-    if (!strcmp(n->attrs[i].name, name)) return n->attrs[i].i;
-  return dflt;
+  const mb_attr *a = mb_node_attr(n, name, MB_ATTR_INT);
+  return a ? a->i : dflt;
 }
 
 /* The single known value of an input (a Constant's or a small initializer's), or false. */
@@ -40,8 +39,8 @@ static bool known_value(const mb_graph *g, int32_t v, double *out) {
   } else if (val->kind == MB_VALUE_NODE_OUTPUT) {
     const mb_node *p = &g->nodes[val->producer];
     if (!is(p, "Constant")) return false;
-    for (int32_t i = 0; i < p->n_attrs; i++)
-      if (!strcmp(p->attrs[i].name, "value") && p->attrs[i].t) sv = p->attrs[i].t->values;
+    const mb_attr *a = mb_node_attr(p, "value", MB_ATTR_TENSOR);
+    if (a && a->t) sv = a->t->values;
   }
   if (!sv || sv->count != 1) return false;
   *out = sv->is_float ? sv->f[0] : (double)sv->i[0];

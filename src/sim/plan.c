@@ -119,9 +119,8 @@ static int bind_leaves(mb_builder *b, int model) {
 /* ---- layout: which views need no copy (sim/strides.h) ---- */
 
 static int32_t node_axis(const mb_node *n, int32_t rank, int64_t dflt) {
-  int64_t a = dflt;
-  for (int32_t i = 0; i < n->n_attrs; i++)
-    if (!strcmp(n->attrs[i].name, "axis")) a = n->attrs[i].i;
+  const mb_attr *at = mb_node_attr(n, "axis", MB_ATTR_INT);
+  int64_t a = at ? at->i : dflt;
   if (a < 0) a += rank;
   return a >= 0 && a < rank ? (int32_t)a : -1;
 }
@@ -156,9 +155,7 @@ static bool view_strides(const mb_model_state *ms, const mb_lnode *ln, const mb_
   else mb_strides_contiguous(tx->dims, tx->rank, xs);
   int32_t r = tx->rank;
   if (ln->rule == MB_G_TRANSPOSE || ln->rule == MB_G_TRANSPOSE_LAST2) {
-    const mb_attr *at = NULL;
-    for (int32_t i = 0; i < n->n_attrs && ln->rule == MB_G_TRANSPOSE; i++)
-      if (!strcmp(n->attrs[i].name, "perm")) at = &n->attrs[i];
+    const mb_attr *at = ln->rule == MB_G_TRANSPOSE ? mb_node_attr(n, "perm", MB_ATTR_INTS) : NULL;
     if (ty->rank != r) return true;
     for (int32_t i = 0; i < r; i++) {
       int64_t q = ln->rule == MB_G_TRANSPOSE_LAST2 ? (i < r - 2 ? i : 2 * r - 3 - i)
@@ -220,15 +217,13 @@ static bool matmul_operand_copies(const mb_model_state *ms, const mb_lnode *ln, 
 /* ---- statistics kept for backward ---- */
 
 static int64_t attr_i(const mb_node *n, const char *name, int64_t dflt) {
-  for (int32_t i = 0; i < n->n_attrs; i++)
-    if (!strcmp(n->attrs[i].name, name)) return n->attrs[i].i;
-  return dflt;
+  const mb_attr *a = mb_node_attr(n, name, MB_ATTR_INT);
+  return a ? a->i : dflt;
 }
 
 static const char *attr_s(const mb_node *n, const char *name) {
-  for (int32_t i = 0; i < n->n_attrs; i++)
-    if (!strcmp(n->attrs[i].name, name)) return n->attrs[i].s;
-  return NULL;
+  const mb_attr *a = mb_node_attr(n, name, MB_ATTR_STRING);
+  return a ? a->s : NULL;
 }
 
 /* One statistics tensor of a node (half of a pair when `half`). */

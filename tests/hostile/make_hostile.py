@@ -117,6 +117,76 @@ def zero_size(op):
     return model(g)
 
 
+def extra_io(inputs, outputs):
+    """Relu with more input or output slots than its one each ('' slots count, as onnx.checker
+    counts them)"""
+    node = helper.make_node("Relu", inputs, outputs, name="relu")
+    g = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, ["batch", 4])],
+                          [vi(o, TensorProto.FLOAT, ["batch", 4]) for o in outputs if o])
+    return model(g)
+
+
+def conv_with(attr):
+    """Conv of a [batch, 2, 8, 8] input by a [4, 2, 3, 3] weight, with one more attribute"""
+    w = helper.make_tensor("W", TensorProto.FLOAT, [4, 2, 3, 3], [0.0] * 72)
+    node = helper.make_node("Conv", ["x", "W"], ["y"], name="conv")
+    node.attribute.append(attr)
+    g = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, ["batch", 2, 8, 8])],
+                          [vi("y", TensorProto.FLOAT, ["batch", 4, 6, 6])], initializer=[w])
+    return model(g)
+
+
+def fill_with(attr):
+    """ConstantOfShape [2, 3] with the given 'value' attribute"""
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [2, 3])
+    node = helper.make_node("ConstantOfShape", ["shape"], ["y"], name="fill")
+    node.attribute.append(attr)
+    g = helper.make_graph([node], "g", [], [vi("y", TensorProto.FLOAT, [2, 3])], initializer=[shape])
+    return model(g)
+
+
+def scatter_reduction_int():
+    """ScatterElements' reduction (opset 18) as an INT: the plan reads it to pick the scatter"""
+    node = helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], name="scatter", axis=0)
+    node.attribute.append(helper.make_attribute("reduction", 1))
+    i = helper.make_tensor("i", TensorProto.INT64, [1, 4], [0, 0, 0, 0])
+    g = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, ["batch", 4]), vi("u", TensorProto.FLOAT, [1, 4])],
+                          [vi("y", TensorProto.FLOAT, ["batch", 4])], initializer=[i])
+    return model(g, opset=[helper.make_opsetid("", 18)])
+
+
+def if_branch_int():
+    """If whose then_branch is declared INT (and holds an int): not a graph"""
+    leaf = helper.make_graph([helper.make_node("Identity", ["x"], ["e"], name="id")], "else",
+                             [], [vi("e", TensorProto.FLOAT, [2])])
+    node = helper.make_node("If", ["c"], ["y"], name="branch", else_branch=leaf)
+    node.attribute.append(helper.make_attribute("then_branch", 1))
+    g = helper.make_graph([node], "g", [vi("c", TensorProto.BOOL, []), vi("x", TensorProto.FLOAT, [2])],
+                          [vi("y", TensorProto.FLOAT, [2])])
+    return model(g)
+
+
+def raw_attr(**fields):
+    """an AttributeProto written field by field (the onnx helper keeps type and field in step)"""
+    return onnx.AttributeProto(**fields)
+
+
+def one_op(op, inputs, inits, out_dims, x_dims=("batch", 4), opset=OPSET, name=None, **attrs):
+    """One node of `op` over the graph input x (and ids, int64, where named) and initializers"""
+    node = helper.make_node(op, inputs, ["y"], name=name or op.lower(), **attrs)
+    ins = [vi("x", TensorProto.FLOAT, list(x_dims))] if "x" in inputs else []
+    ins += [vi("ids", TensorProto.INT64, ["batch", 5])] if "ids" in inputs else []
+    g = helper.make_graph([node], "g", ins, [vi("y", TensorProto.FLOAT, list(out_dims))], initializer=inits)
+    return model(g, opset=opset)
+
+
+def zeros(name, dims, dtype=TensorProto.FLOAT):
+    n = 1
+    for d in dims:
+        n *= d
+    return helper.make_tensor(name, dtype, list(dims), [0] * n)
+
+
 def twice_imported():
     return model(relu_graph(), opset=[helper.make_opsetid("", 17), helper.make_opsetid("", 18)])
 
@@ -272,6 +342,47 @@ CASES = {
     "attr-axis-float.onnx": concat_float_axis,
     "gemm-bias-zero-size.onnx": lambda: zero_size("Gemm"),
     "layernorm-scale-zero-size.onnx": lambda: zero_size("LayerNormalization"),
+    # more inputs or outputs than the op takes (the schema's counts: Relu takes one of each)
+    "extra-input-relu.onnx": lambda: extra_io(["x", "x"], ["y"]),
+    "extra-input-omitted-relu.onnx": lambda: extra_io(["x", ""], ["y"]),
+    "extra-output-relu.onnx": lambda: extra_io(["x"], ["y", "z"]),
+    # an attribute of another type than the op takes, or holding its value in another field
+    "attr-auto-pad-int.onnx": lambda: conv_with(helper.make_attribute("auto_pad", 1)),
+    "attr-auto-pad-unknown.onnx": lambda: conv_with(helper.make_attribute("auto_pad", "SAME")),
+    "attr-strides-floats.onnx": lambda: conv_with(helper.make_attribute("strides", [1.0, 1.0])),
+    "attr-value-float.onnx": lambda: fill_with(helper.make_attribute("value", 1.5)),
+    "attr-value-no-tensor.onnx": lambda: fill_with(raw_attr(name="value", type=onnx.AttributeProto.TENSOR)),
+    "attr-reduction-int.onnx": scatter_reduction_int,
+    "attr-then-branch-int.onnx": if_branch_int,
+    "attr-type-field-mismatch.onnx": lambda: conv_with(raw_attr(name="group", type=onnx.AttributeProto.INT, f=1.0)),
+    "attr-two-fields.onnx": lambda: conv_with(raw_attr(name="group", i=1, f=1.0)),
+    # weights with no elements (or the wrong count) where the op needs them; a zero batch of
+    # activations stays legal, and so does numpy's product over a zero inner dim
+    "conv-weight-zero-kernel.onnx": lambda: one_op("Conv", ["x", "W"], [zeros("W", [4, 2, 0, 3])], ["batch", 4, 8, 6],
+                                                   x_dims=("batch", 2, 8, 8)),
+    "conv-kernel-shape-mismatch.onnx": lambda: one_op("Conv", ["x", "W"], [zeros("W", [4, 2, 5, 5])], ["batch", 4, 6, 6],
+                                                      x_dims=("batch", 2, 8, 8), kernel_shape=[3, 3]),
+    "conv-bias-zero-size.onnx": lambda: one_op("Conv", ["x", "W", "B"], [zeros("W", [4, 2, 3, 3]), zeros("B", [0])],
+                                               ["batch", 4, 6, 6], x_dims=("batch", 2, 8, 8)),
+    "convtranspose-weight-zero-channels.onnx": lambda: one_op("ConvTranspose", ["x", "W"], [zeros("W", [0, 4, 3, 3])],
+                                                              ["batch", 4, 10, 10], x_dims=("batch", 2, 8, 8)),
+    "batchnorm-scale-zero-size.onnx": lambda: one_op(
+        "BatchNormalization", ["x", "S", "B", "M", "V"], [zeros("S", [0]), zeros("B", [4]), zeros("M", [4]), zeros("V", [4])],
+        ["batch", 4, 8, 8], x_dims=("batch", 4, 8, 8), name="bn"),
+    "instancenorm-bias-zero-size.onnx": lambda: one_op(
+        "InstanceNormalization", ["x", "S", "B"], [zeros("S", [4]), zeros("B", [0])], ["batch", 4, 8, 8],
+        x_dims=("batch", 4, 8, 8), name="in"),
+    "groupnorm-scale-zero-size.onnx": lambda: one_op(
+        "GroupNormalization", ["x", "S", "B"], [zeros("S", [0]), zeros("B", [2])], ["batch", 4, 8, 8],
+        x_dims=("batch", 4, 8, 8), opset=[helper.make_opsetid("", 18)], name="gn", num_groups=2),
+    "gather-zero-rows.onnx": lambda: one_op("Gather", ["table", "ids"], [zeros("table", [0, 8])], ["batch", 5, 8],
+                                            name="embed"),
+    "prelu-slope-zero-size.onnx": lambda: one_op("PRelu", ["x", "S"], [zeros("S", [0])], ["batch", 4]),
+    "matmul-weight-zero-inner.onnx": lambda: one_op("MatMul", ["x", "W"], [zeros("W", [0, 3])], ["batch", 3], name="mm"),
+    "matmul-zero-inner-both.onnx": lambda: one_op("MatMul", ["x", "W"], [zeros("W", [0, 3])], ["batch", 3], name="mm",
+                                                  x_dims=("batch", 0)),
+    "constant-of-shape-value-empty.onnx": lambda: fill_with(helper.make_attribute("value", TensorProto(
+        name="v", data_type=TensorProto.FLOAT, dims=[0]))),
     # a NUL would cut a name short in protobuf-c's C strings: a silently different name
     "name-with-nul.onnx": nul_in_name,
     "external-nul-dotdot.onnx": lambda: external("w.bin\x00/../../etc/passwd"),

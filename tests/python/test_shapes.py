@@ -66,9 +66,11 @@ def test_errors_name_the_problem(cli):
 def test_ops_lists_the_table(cli):
     out = run(cli, "ops", check=0).stdout
     rows = [line.split() for line in out.splitlines()]
-    assert ["ai.onnx", "Conv", "1+"] in rows
-    assert ["ai.onnx", "LayerNormalization", "17+"] in rows
-    assert ["ai.onnx", "Attention", "23+"] in rows
+    assert ["ai.onnx", "Conv", "1+", "2-3", "1"] in rows
+    assert ["ai.onnx", "LayerNormalization", "17+", "2-3", "3"] in rows
+    assert ["ai.onnx", "Attention", "23", "3-6", "4"] in rows  # attn_mask, past_key, past_value
+    assert ["ai.onnx", "Attention", "24+", "3-7", "4"] in rows  # and nonpad_kv_seqlen
+    assert ["ai.onnx", "Concat", "1+", "1+", "1"] in rows
 
 
 TESTDATA = "/usr/share/libonnx-testdata/data/node/test_reshape_extended_dims"

@@ -318,6 +318,7 @@ PROTOTYPES = {
     "mb_shapes_tensor": (c_int, [ShapesPtr, c_size_t, _P(ShapeDesc)]),
     "mb_ops_num": (c_size_t, []),
     "mb_ops_get": (c_int, [c_size_t, _STR_OUT, _STR_OUT, _P(c_int)]),
+    "mb_ops_arity": (c_int, [c_size_t, _P(c_int), _P(c_int), _P(c_int)]),
     # estimate
     "mb_setup_set": (c_int, [SetupPtr, c_char_p, c_char_p]),
     "mb_setup_set_teacher": (c_int, [SetupPtr, ModelPtr]),
