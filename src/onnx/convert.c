@@ -498,6 +498,27 @@ static int check_attr_size(conv *c, const Onnx__AttributeProto *pa, const mb_nod
   return mb_limit_fail(c->d, c->limits, MB_LIMIT_ATTR_BYTES, who, bytes);
 }
 
+static int by_name(const void *x, const void *y) {
+  return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* onnx.checker refuses a node that names an attribute twice (which one a reader takes would be
+ * its own choice). Sorted, so a node of many attributes costs n log n. */
+static int check_attr_names(conv *c, const mb_node *n) {
+  if (n->n_attrs < 2) return MB_OK;
+  const char **names = malloc((size_t)n->n_attrs * sizeof *names);
+  if (!names) return OOM();
+  for (int32_t i = 0; i < n->n_attrs; i++) names[i] = n->attrs[i].name ? n->attrs[i].name : "";
+  qsort(names, (size_t)n->n_attrs, sizeof *names, by_name);
+  int rc = MB_OK;
+  for (int32_t i = 1; i < n->n_attrs && rc == MB_OK; i++)
+    if (!strcmp(names[i - 1], names[i]))
+      rc = mb_fail(c->d, MB_E_INVALID_MODEL, "node '%s' (%s): attribute '%.100s' is given twice", n->name, n->op_type,
+                   names[i]);
+  free(names);
+  return rc;
+}
+
 /* onnx.checker's rule for an attribute's value: it sits in the one field its declared type names
  * (an INT attribute holding a graph would still be walked as a subgraph, a STRING one holding
  * an int read as an absent string), and in at most one field. */
@@ -651,6 +672,7 @@ static int convert_graph(conv *c, const Onnx__GraphProto *pg, mb_graph *parent, 
       if ((rc = check_attr_size(c, pn->attribute[a], n)) || (rc = check_attr_fields(c, pn->attribute[a], n))) break;
       rc = convert_attr(c, pn->attribute[a], g, depth, &n->attrs[n->n_attrs++]);
     }
+    if (rc == MB_OK) rc = check_attr_names(c, n);
     for (size_t i = 0; i < pn->n_input && rc == MB_OK; i++) {
       rc = resolve_input(c, &s, pn->input[i], n, &n->inputs[i]);
       if (rc == MB_OK && n->inputs[i] >= 0) g->values[n->inputs[i]].num_uses++;

@@ -136,6 +136,13 @@ def conv_with(attr):
     return model(g)
 
 
+def conv_with_twice(name, first, second):
+    """Conv naming one attribute twice, with two values (onnx.checker refuses it)"""
+    m = conv_with(helper.make_attribute(name, first))
+    m.graph.node[0].attribute.append(helper.make_attribute(name, second))
+    return m
+
+
 def fill_with(attr):
     """ConstantOfShape [2, 3] with the given 'value' attribute"""
     shape = helper.make_tensor("shape", TensorProto.INT64, [2], [2, 3])
@@ -348,6 +355,7 @@ CASES = {
     "extra-output-relu.onnx": lambda: extra_io(["x"], ["y", "z"]),
     # an attribute of another type than the op takes, or holding its value in another field
     "attr-auto-pad-int.onnx": lambda: conv_with(helper.make_attribute("auto_pad", 1)),
+    "attr-named-twice.onnx": lambda: conv_with_twice("group", 1, 2),
     "attr-auto-pad-unknown.onnx": lambda: conv_with(helper.make_attribute("auto_pad", "SAME")),
     "attr-strides-floats.onnx": lambda: conv_with(helper.make_attribute("strides", [1.0, 1.0])),
     "attr-value-float.onnx": lambda: fill_with(helper.make_attribute("value", 1.5)),
