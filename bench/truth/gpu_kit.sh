@@ -7,9 +7,9 @@
 #
 # With the device tool (one H200; 15 minutes of device time a session, its start included; one
 # call at most 10 minutes; 64 MiB of working tree; 8 files back): set aside every file of
-# bench/truth/models but the four the library stage reads (zoo__resnet50, zoo__vit_b_16,
-# zoo__gpt2_small_like, hf__llama; `bench/truth/gpu_kit.sh --aside DIR` moves the others to DIR,
-# `git checkout bench/truth/models` brings them back), carry .gpu, and run
+# bench/truth/models but the five the library stage reads (zoo__resnet50, zoo__vit_b_16,
+# zoo__gpt2_small_like, hf__llama, zoo__resnet18; `bench/truth/gpu_kit.sh --aside DIR` moves
+# the others to DIR, `git checkout bench/truth/models` brings them back), carry .gpu, and run
 #   bash bench/truth/gpu_kit.sh          with timeout_s 590
 # The run ends itself after KIT_SECONDS (default 535) and leaves in $OUT: gpu.json and log.txt
 # (copied there after every stage, so they come back even if the call is cut short),
@@ -19,7 +19,7 @@ if [ "${1:-}" = "--aside" ]; then
   mkdir -p "$2"
   for f in bench/truth/models/*.onnx; do
     case $(basename "$f") in
-      zoo__resnet50.onnx | zoo__vit_b_16.onnx | zoo__gpt2_small_like.onnx | hf__llama.onnx) ;;
+      zoo__resnet50.onnx | zoo__vit_b_16.onnx | zoo__gpt2_small_like.onnx | hf__llama.onnx | zoo__resnet18.onnx) ;;
       *) mv "$f" "$2"/ ;;
     esac
   done
