@@ -207,11 +207,11 @@ int mb_replay_step(mb_cuda *c, const mb_plan *p, const mb_setup *s, int64_t batc
       forward_done = true;
     }
     bool oom = false;
-    if (p->slots[ev->slot].rule == MB_SZ_CONV_WS) { /* the device's own heuristic asks below */
-    } else if (ev->alloc) {
+    bool modelled_ws = p->slots[ev->slot].rule == MB_SZ_CONV_WS; /* the device's heuristic asks below */
+    if (ev->alloc && !modelled_ws) {
       if (bytes[i] && block[ev->slot] < 0 && mb_pool_alloc(&pool, bytes[i], &block[ev->slot], &oom, d) != MB_OK)
         goto done;
-    } else {
+    } else if (!modelled_ws) {
       mb_pool_free(&pool, block[ev->slot]);
       block[ev->slot] = -1;
     }

@@ -977,7 +977,6 @@ int mb_plan_build(const mb_model *m, const mb_step *step, mb_plan **out, mb_diag
   }
   p->model = b.ms[0].m = m;
   p->teacher = b.ms[1].m = b.step->teacher;
-  p->cudnn_cap = b.step->cudnn_workspace;
   int n_models = b.step->teacher ? 2 : 1;
   for (int k = 0; k < n_models && d->status == MB_OK; k++)
     if (shapes_for_plan(&b, k) == MB_OK) mb_build_lnodes(&b, k);

@@ -25,7 +25,7 @@ enum mb_size_rule {
   MB_SZ_TARGET,   /* numel(ref) / dims[axis]: one class index per prediction */
   MB_SZ_CONV_WS   /* a cuDNN convolution call's workspace: numel(ref) + numel(ref2) elements of
                    * dtype plus fixed bytes (the output, the input and the weight: plan.c),
-                   * at most the plan's cudnn_cap */
+                   * at most the step's cudnn_workspace */
 };
 
 /* Slots that stand for something the budget reports apart (run.c sums their bytes). */
@@ -75,7 +75,6 @@ typedef struct mb_plan {
   mb_event_rec *ev;
   int32_t n_ev, cap_ev;
   bool states_at_init;  /* optimizer states exist on the first step too */
-  uint64_t cudnn_cap;   /* the most one cuDNN workspace takes (MB_SZ_CONV_WS) */
   uint64_t host_bytes;  /* offloaded to host memory (dist offload): not device events */
   int64_t eval_batch;   /* the evaluation phase's batch: 0 none, -1 the training batch */
   int32_t step_end;     /* with an evaluation: its first event, zero_grad's (optimizer.step()

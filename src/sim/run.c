@@ -37,23 +37,22 @@ static uint64_t elems(const mb_slot *s, const mb_tinfo *t) {
   }
 }
 
-static uint64_t slot_bytes(const mb_plan *p, const mb_slot *s, const mb_tinfo *t, uint64_t rounding) {
+static uint64_t slot_bytes(const mb_step *step, const mb_slot *s, const mb_tinfo *t, uint64_t rounding) {
   uint64_t bytes = 0;
   if (s->rule == MB_SZ_ZERO) return 0;
   if (s->rule == MB_SZ_FIXED) bytes = s->fixed;
   else if (mb_dtype_bytes(s->dtype, elems(s, t) * (uint64_t)s->factor, &bytes) != MB_OK) bytes = 0;
   if (s->rule == MB_SZ_CONV_WS) { /* plus the weight's bytes, at most the cap */
     uint64_t sum = bytes > UINT64_MAX - s->fixed ? UINT64_MAX : bytes + s->fixed;
-    bytes = sum < p->cudnn_cap ? sum : p->cudnn_cap;
+    bytes = sum < step->cudnn_workspace ? sum : step->cudnn_workspace;
   }
   return mb_round_block(bytes, rounding);
 }
 
 /* The size of slot sl: one tensor's rounded bytes times the copies it stands for; false when
  * that overflows (a batch absurdly large: the solve counts it as not fitting). */
-static bool sized(const mb_plan *p, const mb_slot *sl, const mb_tinfo *t, uint64_t rounding, uint64_t *one,
-                  uint64_t *all) {
-  *one = slot_bytes(p, sl, t, rounding);
+static bool sized(const mb_step *step, const mb_slot *sl, const mb_tinfo *t, uint64_t *one, uint64_t *all) {
+  *one = slot_bytes(step, sl, t, step->rounding);
   if (sl->copies > 1 && *one > (UINT64_C(1) << 62) / sl->copies) return false;
   *all = *one * sl->copies;
   return true;
@@ -64,10 +63,10 @@ static bool sized(const mb_plan *p, const mb_slot *sl, const mb_tinfo *t, uint64
 /* Size slot i into size[i] and add it to the run's tagged sums; false (d says why) when its
  * copies overflow: a batch absurdly large, which the solve counts as not fitting. */
 static bool size_slot(const mb_plan *p, int32_t i, const mb_tinfo *const t[3], const mb_tinfo *t_eval,
-                      uint64_t rounding, int64_t batch, mb_run *r, uint64_t *size, mb_diag *d) {
+                      const mb_step *step, int64_t batch, mb_run *r, uint64_t *size, mb_diag *d) {
   const mb_slot *sl = &p->slots[i];
   uint64_t one = 0;
-  if (!sized(p, sl, sl->eval ? t_eval : t[sl->model], rounding, &one, &size[i])) {
+  if (!sized(step, sl, sl->eval ? t_eval : t[sl->model], &one, &size[i])) {
     mb_fail(d, MB_E_LIMIT, "at batch %lld: %u copies of '%s' overflow", (long long)batch, (unsigned)sl->copies,
             sl->name ? sl->name : "a tensor");
     return false;
@@ -152,7 +151,7 @@ int mb_plan_run_lines(const mb_plan *p, const mb_step *step, int64_t batch, mb_l
    * device stops within its first layers), and the rest only if it gets to the end */
   for (int32_t i = 0; i < p->n_slots && d->status == MB_OK; i++)
     if (stop_above) size[i] = UNSIZED;
-    else size_slot(p, i, t, t_eval, step->rounding, batch, r, size, d);
+    else size_slot(p, i, t, t_eval, step, batch, r, size, d);
   if (d->status != MB_OK) {
     free(size);
     for (int k = 0; k < 3; k++) mb_shapes_free(sh[k]);
@@ -187,7 +186,7 @@ int mb_plan_run_lines(const mb_plan *p, const mb_step *step, int64_t batch, mb_l
     if (p->eval_batch && i == p->eval_fwd_first) eval_base = live;
     if (p->eval_batch && i == p->step_end) step_end = live;
     const mb_slot *sl = &p->slots[e->slot];
-    if (size[e->slot] == UNSIZED && !size_slot(p, e->slot, t, t_eval, step->rounding, batch, r, size, d)) break;
+    if (size[e->slot] == UNSIZED && !size_slot(p, e->slot, t, t_eval, step, batch, r, size, d)) break;
     uint64_t b = size[e->slot];
     if (sl->tag == MB_TAG_LOOP_HELD) held = e->alloc ? held + b : held - b;
     if (e->alloc) {
@@ -225,7 +224,7 @@ int mb_plan_run_lines(const mb_plan *p, const mb_step *step, int64_t batch, mb_l
     if (first > r->first_step_peak) r->first_step_peak = first;
   }
   for (int32_t i = 0; i < p->n_slots && stop_above && !r->stopped && d->status == MB_OK; i++)
-    if (size[i] == UNSIZED) size_slot(p, i, t, t_eval, step->rounding, batch, r, size, d);
+    if (size[i] == UNSIZED) size_slot(p, i, t, t_eval, step, batch, r, size, d);
   if (d->status != MB_OK) {
     free(size);
     for (int k = 0; k < 3; k++) mb_shapes_free(sh[k]);
